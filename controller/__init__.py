@@ -1,0 +1,3 @@
+"""haproxy-template-controller: render HAProxy configurations from templates, validate every byte."""
+
+__version__ = "0.1.0"

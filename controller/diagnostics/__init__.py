@@ -1,0 +1,30 @@
+"""Diagnostics and the rule registry.
+
+They sit below every other layer because every layer reports problems: the renderer, the
+pipeline stages, the deploy targets and the adapters all speak this one vocabulary, and the
+pipeline's report (``controller.validation.report``) is built from it.
+"""
+
+from controller.diagnostics.model import (
+    Diagnostic,
+    Location,
+    ObjectRef,
+    Phase,
+    Severity,
+    TemplateLocation,
+)
+from controller.diagnostics.rules import RULES, Rule, UnknownRuleError, make, rule
+
+__all__ = [
+    "RULES",
+    "Diagnostic",
+    "Location",
+    "ObjectRef",
+    "Phase",
+    "Rule",
+    "Severity",
+    "TemplateLocation",
+    "UnknownRuleError",
+    "make",
+    "rule",
+]
