@@ -56,34 +56,83 @@ def _rules(*entries: tuple[str, str, str, str]) -> dict[str, Rule]:
 
 # --- 0xxx internal / pipeline ---------------------------------------------------------------
 _INTERNAL = _rules(
-    ("F0001", "Internal error", "An unexpected error inside the controller stopped the analysis.",
-     "Report this as a bug with the report attached; the last good configuration keeps serving."),
-    ("E0002", "Analysis incomplete", "A stage ran out of its time or cost budget, so the candidate "
-     "could not be proven valid.", "Simplify the input or raise the budget; it is never a pass."),
-    ("I0003", "Stage skipped", "A stage did not run because an earlier stage failed.",
-     "Fix the earlier failure first."),
+    (
+        "F0001",
+        "Internal error",
+        "An unexpected error inside the controller stopped the analysis.",
+        "Report this as a bug with the report attached; the last good configuration keeps serving.",
+    ),
+    (
+        "E0002",
+        "Analysis incomplete",
+        "A stage ran out of its time or cost budget, so the candidate could not be proven valid.",
+        "Simplify the input or raise the budget; it is never a pass.",
+    ),
+    (
+        "I0003",
+        "Stage skipped",
+        "A stage did not run because an earlier stage failed.",
+        "Fix the earlier failure first.",
+    ),
 )
 
 # --- 1xxx render -----------------------------------------------------------------------------
 _RENDER = _rules(
-    ("E1001", "Template syntax error", "A template could not be parsed by Jinja2.",
-     "Fix the template syntax at the reported line."),
-    ("E1002", "Undefined value", "A template used a variable or attribute that does not exist.",
-     "Check the name, or guard it with `is defined` / `default(...)`."),
-    ("E1003", "Sandbox violation", "A template tried an operation the sandbox forbids "
-     "(private attributes, mutation, unsafe calls).", "Use the documented context and filters."),
-    ("E1004", "Template raised an error", "A filter, test or expression raised an exception "
-     "while rendering.", "Check the values passed to the filter at the reported line."),
-    ("E1005", "Render cycle", "Outputs reference each other through `outputs[...]` so no render "
-     "order exists.", "Break the cycle: one side must not read the other's output."),
-    ("E1006", "Unknown output referenced", "A template references `outputs[...]` with a name "
-     "that is not defined.", "Use the name of a defined output (e.g. `haproxy.cfg`, a map name)."),
-    ("E1007", "Missing snippet", "A template includes or imports a snippet that is not defined.",
-     "Define the snippet under templateSnippets or fix its name."),
-    ("E1008", "Output skipped by a dependency", "An output was not rendered because an output it "
-     "depends on failed.", "Fix the root cause reported for the dependency."),
-    ("E1009", "Invalid `when` expression", "An output's `when` condition could not be evaluated.",
-     "Use a Jinja2 expression that evaluates to true or false."),
+    (
+        "E1001",
+        "Template syntax error",
+        "A template could not be parsed by Jinja2.",
+        "Fix the template syntax at the reported line.",
+    ),
+    (
+        "E1002",
+        "Undefined value",
+        "A template used a variable or attribute that does not exist.",
+        "Check the name, or guard it with `is defined` / `default(...)`.",
+    ),
+    (
+        "E1003",
+        "Sandbox violation",
+        "A template tried an operation the sandbox forbids "
+        "(private attributes, mutation, unsafe calls).",
+        "Use the documented context and filters.",
+    ),
+    (
+        "E1004",
+        "Template raised an error",
+        "A filter, test or expression raised an exception while rendering.",
+        "Check the values passed to the filter at the reported line.",
+    ),
+    (
+        "E1005",
+        "Render cycle",
+        "Outputs reference each other through `outputs[...]` so no render order exists.",
+        "Break the cycle: one side must not read the other's output.",
+    ),
+    (
+        "E1006",
+        "Unknown output referenced",
+        "A template references `outputs[...]` with a name that is not defined.",
+        "Use the name of a defined output (e.g. `haproxy.cfg`, a map name).",
+    ),
+    (
+        "E1007",
+        "Missing snippet",
+        "A template includes or imports a snippet that is not defined.",
+        "Define the snippet under templateSnippets or fix its name.",
+    ),
+    (
+        "E1008",
+        "Output skipped by a dependency",
+        "An output was not rendered because an output it depends on failed.",
+        "Fix the root cause reported for the dependency.",
+    ),
+    (
+        "E1009",
+        "Invalid `when` expression",
+        "An output's `when` condition could not be evaluated.",
+        "Use a Jinja2 expression that evaluates to true or false.",
+    ),
 )
 
 # --- 2xxx syntax + directive policy ----------------------------------------------------------
@@ -106,13 +155,25 @@ _DEPLOY: dict[str, Rule] = _rules()
 
 # --- 8xxx spec, lint, input files ------------------------------------------------------------
 _SPEC: dict[str, Rule] = _rules(
-    ("E8001", "Invalid HAProxyTemplateConfig", "The configuration resource does not match its "
-     "schema.", "Fix the field named in the message; `kubectl explain haproxytemplateconfig` "
-     "documents every field."),
-    ("E8002", "Unreadable input file", "An input manifest could not be read or parsed as YAML.",
-     "Fix the YAML at the reported line."),
-    ("E8003", "Invalid resource manifest", "A manifest lacks apiVersion, kind or metadata.name.",
-     "Every object needs apiVersion, kind and metadata.name."),
+    (
+        "E8001",
+        "Invalid HAProxyTemplateConfig",
+        "The configuration resource does not match its schema.",
+        "Fix the field named in the message; `kubectl explain haproxytemplateconfig` "
+        "documents every field.",
+    ),
+    (
+        "E8002",
+        "Unreadable input file",
+        "An input manifest could not be read or parsed as YAML.",
+        "Fix the YAML at the reported line.",
+    ),
+    (
+        "E8003",
+        "Invalid resource manifest",
+        "A manifest lacks apiVersion, kind or metadata.name.",
+        "Every object needs apiVersion, kind and metadata.name.",
+    ),
 )
 
 

@@ -44,7 +44,9 @@ def parse_duration(value: Any) -> float:
         return float(value)
     if isinstance(value, str) and _DURATION_RE.fullmatch(value.strip()):
         return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value))
-    raise ValueError(f"invalid duration {value!r}: use a number with a unit, e.g. '250ms', '5s', '1m'")
+    raise ValueError(
+        f"invalid duration {value!r}: use a number with a unit, e.g. '250ms', '5s', '1m'"
+    )
 
 
 def format_duration(seconds: float) -> str:
@@ -292,7 +294,9 @@ class ValidationSettings(ApiModel):
     """Rule id filters applied to every report."""
     schema_overlays: list[dict[str, Any]] = Field(
         default_factory=list,
-        json_schema_extra={"items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        json_schema_extra={
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        },
     )
     """JSON Schema fragments merged over the bundled HAProxy schemas (may only tighten them)."""
     external_validators: list[ExternalValidator] = Field(default_factory=list)
@@ -514,8 +518,8 @@ class ObjectMeta(BaseModel):
 class HAProxyTemplateConfig(ApiModel):
     """The HAProxyTemplateConfig resource."""
 
-    api_version: Literal["haproxy-template.dev/v1alpha1"] = FULL_API_VERSION
-    kind: Literal["HAProxyTemplateConfig"] = KIND
+    api_version: Literal["haproxy-template.dev/v1alpha1"] = "haproxy-template.dev/v1alpha1"
+    kind: Literal["HAProxyTemplateConfig"] = "HAProxyTemplateConfig"
     metadata: ObjectMeta
     spec: HAProxyTemplateConfigSpec
     status: HAProxyTemplateConfigStatus | None = None

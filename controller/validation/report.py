@@ -14,7 +14,14 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, Severity, TemplateLocation
+from controller.diagnostics import (
+    Diagnostic,
+    Location,
+    ObjectRef,
+    Phase,
+    Severity,
+    TemplateLocation,
+)
 
 __all__ = [
     "BudgetExhaustion",
