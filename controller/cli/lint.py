@@ -1,11 +1,116 @@
-"""`htc lint`."""
+"""`htc lint`: static checks of a config, with no resources and no haproxy binary needed.
+
+Exit codes follow `htc validate`: 0 no errors (warnings and infos allowed; with --strict,
+no warnings either), 1 errors found (an invalid config included), 2 the file could not be
+read at all or the command was misused.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
 import click
+
+from controller.cli.inputs import echo_diagnostics
+from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.spec.loader import PathKey, parse_config, read_documents
+from controller.spec.models import KIND, HAProxyTemplateConfig
+from controller.validation import FORMATS, InvalidOptionError, ValidationOptions, format_report
+from controller.validation.lint import lint_report, lint_spec, spec_failure_report, spec_locator
+from controller.validation.rules import Locator
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+@dataclass
+class Loaded:
+    """A config file read with its YAML line index, so findings point at spec lines."""
+
+    config: HAProxyTemplateConfig | None
+    diagnostics: list[Diagnostic]
+    locate: Locator | None
+    unreadable: bool = False
+    """True when not even the YAML could be read (exit 2)."""
+
+
+def load_located(path: Path) -> Loaded:
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        diag = make("E8002", Phase.SPEC, f"cannot read: {reason}", location=Location(file=file))
+        return Loaded(None, [diag], None, unreadable=True)
+    docs, problems = read_documents(text, file)
+    if problems:
+        return Loaded(None, problems, None, unreadable=True)
+    ours: list[tuple[Mapping[str, object], Mapping[PathKey, int]]] = [
+        (d, lines) for d, lines in docs if isinstance(d, Mapping) and d.get("kind") == KIND
+    ]
+    if len(ours) != 1:
+        diag = make(
+            "E8004",
+            Phase.SPEC,
+            f"{file} holds {len(ours)} {KIND} documents; keep exactly one",
+            location=Location(file=file, line=1),
+        )
+        return Loaded(None, [diag], None)
+    doc, lines = ours[0]
+    config, diags = parse_config(doc, file=file, lines=lines)
+    return Loaded(config, diags, spec_locator(file, lines))
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"{output}: cannot write the report: {exc.strerror or exc}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 @click.command(name="lint")
-def command() -> None:
-    """Not implemented yet."""
-    raise click.ClickException("htc lint is not implemented yet")
+@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here."
+)
+@click.option("--strict/--no-strict", default=None, help="Treat warnings as errors.")
+@click.option(
+    "--severity",
+    type=click.Choice(["error", "warning", "info"]),
+    help="Lowest severity shown (default from spec.validation.severityLevel).",
+)
+def command(
+    config_path: Path, fmt: str, output: Path | None, strict: bool | None, severity: str | None
+) -> None:
+    """Check CONFIG.yaml without resources: templates, snippets, render cycles, CEL rules,
+    `when` conditions, policy-denied directives, embedded tests.
+
+    \b
+    htc lint CONFIG.yaml [--format text|json|sarif|junit] [--strict]
+    """
+    loaded = load_located(config_path)
+    if loaded.unreadable:
+        echo_diagnostics(loaded.diagnostics)
+        raise SystemExit(EXIT_USAGE)
+    if loaded.config is None or loaded.diagnostics:
+        _write(format_report(spec_failure_report(loaded.diagnostics), fmt), output)
+        raise SystemExit(EXIT_FINDINGS)
+    spec = loaded.config.spec
+    try:
+        options = ValidationOptions.from_settings(spec.validation).replace(
+            strict=strict, severity_level=severity
+        )
+    except InvalidOptionError as exc:
+        raise click.UsageError(str(exc)) from None
+    report = lint_report(lint_spec(spec, locate=loaded.locate), options)
+    _write(format_report(report, fmt), output)
+    raise SystemExit(EXIT_CLEAN if report.valid else EXIT_FINDINGS)

@@ -51,6 +51,8 @@ class Phase(StrEnum):
     RULES = "rules"
     EXTERNAL = "external"
     DEPLOY = "deploy"
+    PIPELINE = "pipeline"
+    """The pipeline's own bookkeeping (missing main config, internal errors outside a stage)."""
 
 
 class _Wire(BaseModel):

@@ -1,15 +1,39 @@
-"""Sandboxed Jinja2 rendering of a HAProxyTemplateConfig over a store snapshot."""
+"""Sandboxed Jinja2 rendering of a HAProxyTemplateConfig over a store snapshot.
 
+``Renderer(spec).render(view)`` → :class:`RenderResult` (FileSet + source map + diagnostics).
+``docs/templates.md`` is the template author's reference.
+"""
+
+from controller.render.context import RenderedOutput
 from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
-from controller.render.result import OutputStatus, RenderResult, SourceMap
+from controller.render.filters import FilterError
+from controller.render.graph import Reference, RenderGraph, TemplateRefs
+from controller.render.renderer import AfterOutput, OutputDef, Renderer
+from controller.render.result import (
+    OutputStatus,
+    RenderBudget,
+    RenderInputs,
+    RenderResult,
+    SourceMap,
+)
 
 __all__ = [
     "MAIN_CONFIG",
+    "AfterOutput",
     "FileEntry",
     "FileKind",
     "FileSet",
+    "FilterError",
+    "OutputDef",
     "OutputStatus",
+    "Reference",
+    "RenderBudget",
+    "RenderGraph",
+    "RenderInputs",
     "RenderResult",
+    "RenderedOutput",
+    "Renderer",
     "SourceMap",
+    "TemplateRefs",
     "path_for",
 ]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.diagnostics import Diagnostic, Severity, TemplateLocation
 from controller.render.fileset import FileSet
+from controller.resources.api import StoreView
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,28 @@ class OutputStatus:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RenderInputs:
+    """What a render read besides the spec. Deferred CEL rules judge the outputs against the
+    same objects and extraContext, so the pipeline gets them with the result."""
+
+    view: StoreView
+    http: Mapping[str, str] = field(default_factory=dict)
+    extra_context: Mapping[str, Any] = field(default_factory=dict)
+    """spec.extraContext merged with the render call's overrides."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderBudget:
+    """A budget that ran out while rendering (e.g. in an ``after_output`` hook); the pipeline
+    reports the result as analysis incomplete, never as a pass."""
+
+    phase: str
+    budget: str
+    limit: float
+    used: float | None = None
+
+
 @dataclass(frozen=True)
 class RenderResult:
     files: FileSet
@@ -39,6 +63,8 @@ class RenderResult:
     diagnostics: tuple[Diagnostic, ...] = ()
     outputs: Mapping[str, OutputStatus] = field(default_factory=dict)
     render_ms: float = 0.0
+    inputs: RenderInputs | None = None
+    budgets: tuple[RenderBudget, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -8,9 +8,24 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 K8sObject = Mapping[str, Any]
+
+ObjectKey = tuple[str, str]
+"""An object's identity inside its collection: (namespace, name); namespace is "" when the
+object is cluster-scoped. Distinct from the index key, which need not be unique."""
+
+IndexKey = tuple[str, ...]
+"""The values of a collection's ``indexBy`` fields, as strings, in order."""
+
+
+class Entry(NamedTuple):
+    """One stored object with its keys; collections keep these sorted by (index_key, key)."""
+
+    index_key: IndexKey
+    key: ObjectKey
+    obj: K8sObject
 
 
 class CollectionView(Protocol):
@@ -43,5 +58,55 @@ class StoreView(Protocol):
     def __iter__(self) -> Iterator[str]: ...
 
 
+class IndexedCollectionView(CollectionView, Protocol):
+    """A collection view that exposes its ordering, so overlays can splice into it cheaply.
+
+    The store, its snapshots and overlays implement it; an overlay needs it from its base.
+    """
+
+    @property
+    def index_by(self) -> tuple[str, ...]:
+        """The ``indexBy`` field paths, as configured."""
+        ...
+
+    def entries(self, *keys: str) -> builtins.list[Entry]:
+        """Like fetch(), but with each object's index key and identity, in the same order.
+
+        Returns a new list that the caller may change.
+        """
+        ...
+
+    def entry(self, key: ObjectKey) -> Entry | None:
+        """The entry with this identity (namespace, name), whatever its index key."""
+        ...
+
+    def get(self, key: ObjectKey) -> K8sObject | None:
+        """The object with this identity (namespace, name), whatever its index key."""
+        ...
+
+    def prepare(self, obj: Mapping[str, Any]) -> Entry:
+        """What storing ``obj`` would store: ignoreFields stripped, frozen, keys computed."""
+        ...
+
+
+class IndexedStoreView(StoreView, Protocol):
+    def collection(self, name: str) -> IndexedCollectionView: ...
+
+
 class AmbiguousLookup(LookupError):
     """get_single() matched more than one object; the message names the collection and keys."""
+
+
+class UnknownCollection(KeyError):
+    """A collection name that the configuration does not define; the message lists the known ones.
+
+    A ``KeyError`` so that views behave as ``Mapping``s (``in``, ``.get()``) and Jinja2 turns
+    ``resources.typo`` into an undefined-value error naming the attribute.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TooManyKeys(LookupError):
+    """A lookup passed more keys than the collection's ``indexBy`` has fields."""

@@ -9,15 +9,19 @@ validation rule must never weaken validation) and camelCase on the wire.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
@@ -32,6 +36,22 @@ _DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+VERSION_FAMILY_PATTERN = r"^[0-9]+\.[0-9]+$"
+HTTP_URL_PATTERN = r"^https?://"
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+SHA256_HEX_PATTERN = r"^[0-9a-f]{64}$"
+SHORT_CHECKSUM_PATTERN = r"^[0-9a-f]{12}$"
+
+PATTERN_HINTS = {
+    DNS_LABEL_PATTERN: "lowercase letters, digits and '-', starting and ending alphanumeric",
+    VERSION_FAMILY_PATTERN: "a major.minor version such as 2.8",
+    HTTP_URL_PATTERN: "an http:// or https:// URL",
+    REASON_PATTERN: "a CamelCase word such as RenderFailed",
+    SHA256_HEX_PATTERN: "64 lowercase hex digits",
+    SHORT_CHECKSUM_PATTERN: "12 lowercase hex digits",
+}
+"""Plain-language meaning of each pattern, used in error messages instead of the regex."""
 
 
 def parse_duration(value: Any) -> float:
@@ -50,21 +70,93 @@ def parse_duration(value: Any) -> float:
 
 
 def format_duration(seconds: float) -> str:
+    """The shortest duration string that parses back to the same number of seconds."""
     if seconds and seconds < 1:
         return f"{round(seconds * 1000, 3):g}ms"
     return f"{seconds:g}s"
 
 
+def _wire_duration(value: Any, info: ValidationInfo) -> float:
+    """On the wire (JSON mode) only strings are durations, as in the CRD schema.
+
+    Python callers may pass seconds; a manifest may not, so that a file accepted by ``htc`` is
+    also accepted by the API server and vice versa.
+    """
+    if info.mode == "json" and not isinstance(value, str):
+        raise ValueError(
+            f"a duration is a string with a unit such as '250ms', '5s' or '1m', not {value!r}"
+        )
+    return parse_duration(value)
+
+
 Duration = Annotated[
     float,
-    BeforeValidator(parse_duration),
+    BeforeValidator(_wire_duration),
     PlainSerializer(format_duration, return_type=str),
     WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN}),
 ]
 """Seconds in Python; a duration string such as "250ms" on the wire."""
 
 
+def _rfc3339(value: str) -> str:
+    """Kubernetes rejects a status time that is not RFC 3339; catch it before the API server does."""
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an RFC 3339 time such as 2024-05-01T12:00:00Z"
+        ) from None
+    if "T" not in value.upper():
+        raise ValueError(f"{value!r} lacks a time of day; use e.g. 2024-05-01T12:00:00Z")
+    return value
+
+
+Timestamp = Annotated[
+    str,
+    AfterValidator(_rfc3339),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""An RFC 3339 time string, as Kubernetes writes it."""
+
+
+def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """CRD-side copies of a model validator, so the API server refuses what the controller would.
+
+    Each rule here mirrors a ``model_validator`` of the same model; tests evaluate both on the
+    same inputs so they cannot drift apart.
+    """
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+def _given(field: str) -> str:
+    """CEL for "the field has a value": present and not null.
+
+    A nullable field may hold an explicit null, which ``has()`` counts as present while pydantic
+    reads it as None; testing the type as well makes both sides agree.
+    """
+    return f"(has(self.{field}) && type(self.{field}) != null_type)"
+
+
+def _nonempty(field: str) -> str:
+    """CEL for "the optional string field is set and not empty"."""
+    return f"(has(self.{field}) && type(self.{field}) == string && size(self.{field}) > 0)"
+
+
+def _list_map(*keys: str) -> dict[str, Any]:
+    """Mark a list as keyed: the API server then refuses duplicate keys and merges by key."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def _unique(items: Sequence[Any], attr: str, what: str) -> None:
+    keys = [getattr(i, attr) for i in items]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ValueError(f"{what} must be unique: {', '.join(map(str, dupes))}")
+
+
 class ApiModel(BaseModel):
+    """Base of every API model: strict, immutable, camelCase on the wire."""
+
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
@@ -81,12 +173,30 @@ class ApiModel(BaseModel):
 class LabelSelectorRequirement(ApiModel):
     """One set-based requirement of a label selector."""
 
-    key: str
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0)"
+                " : (!has(self.values) || size(self.values) == 0)",
+                "values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",
+            )
+        )
+    )
+
+    key: str = Field(min_length=1)
     """Label key the requirement applies to."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     """How the key relates to the values."""
     values: list[str] = Field(default_factory=list)
     """Values for In and NotIn; must be empty for Exists and DoesNotExist."""
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
 
 
 class LabelSelector(ApiModel):
@@ -94,7 +204,7 @@ class LabelSelector(ApiModel):
 
     match_labels: dict[str, str] = Field(default_factory=dict)
     """Exact label key/value pairs an object must carry."""
-    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=32)
     """Set-based requirements an object's labels must meet."""
 
 
@@ -102,6 +212,8 @@ class LabelSelector(ApiModel):
 
 
 class RuleSeverity(StrEnum):
+    """Whether a failing rule fails validation or only warns."""
+
     ERROR = "error"
     WARNING = "warning"
 
@@ -109,18 +221,34 @@ class RuleSeverity(StrEnum):
 class ValidationRule(ApiModel):
     """One CEL assertion. It is inline when it reads only `self`, deferred otherwise."""
 
-    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                f"!({_given('message')} && {_given('messageExpression')})",
+                "set message or messageExpression, not both",
+            )
+        )
+    )
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
     """Stable name of the rule, reported with every failure (DNS label syntax)."""
     expression: str = Field(min_length=1)
     """CEL expression that must evaluate to true for the rule to pass."""
     message: str | None = None
     """Literal text reported when the rule fails."""
     message_expression: str | None = None
-    """CEL expression evaluating to the failure message (takes precedence over message)."""
+    """CEL expression evaluating to the failure message (instead of a literal message)."""
     when: str | None = None
     """CEL condition; the rule is evaluated only when it is true."""
     severity: RuleSeverity = RuleSeverity.ERROR
     """error fails validation; warning is reported but does not fail it."""
+
+    @model_validator(mode="after")
+    def _one_message(self) -> ValidationRule:
+        # Two message sources would leave the reader guessing which one a failure shows.
+        if self.message is not None and self.message_expression is not None:
+            raise ValueError("set message or messageExpression, not both")
+        return self
 
 
 class ValidateBlock(ApiModel):
@@ -128,15 +256,14 @@ class ValidateBlock(ApiModel):
 
     when: str | None = None
     """CEL condition for the whole block; rules run only when it is true."""
-    rules: list[ValidationRule] = Field(default_factory=list)
-    """The rules, evaluated in order."""
+    rules: list[ValidationRule] = Field(
+        default_factory=list, max_length=64, json_schema_extra=_list_map("name")
+    )
+    """The rules, evaluated in order; names are unique within the block."""
 
     @model_validator(mode="after")
     def _unique_names(self) -> ValidateBlock:
-        names = [r.name for r in self.rules]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"rule names must be unique within a block: {', '.join(dupes)}")
+        _unique(self.rules, "name", "rule names within a block")
         return self
 
 
@@ -204,7 +331,7 @@ class SecretKeyRef(ApiModel):
 class HttpSource(ApiModel):
     """Remote content fetched over HTTP and exposed to templates as http['<name>']."""
 
-    url: str = Field(pattern=r"^https?://")
+    url: str = Field(pattern=HTTP_URL_PATTERN)
     """URL to fetch (http or https)."""
     refresh_interval: Duration = 300.0
     """How often to refetch; new content is validated before it is used."""
@@ -224,6 +351,8 @@ class HttpSource(ApiModel):
 
 
 class SeverityLevel(StrEnum):
+    """A severity threshold: findings below it are dropped from reports."""
+
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
@@ -239,12 +368,27 @@ class RuleFilters(ApiModel):
 
 
 class FailurePolicy(StrEnum):
+    """What a validator's own malfunction means for the verdict."""
+
     FAIL = "fail"
     IGNORE = "ignore"
 
 
 class ExternalValidator(ApiModel):
     """A validator outside the controller, run on the complete file set."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "self.type != 'command' || (has(self.command) && size(self.command) > 0)",
+                "type command needs a non-empty command",
+            ),
+            (
+                f"self.type != 'http' || {_nonempty('url')}",
+                "type http needs a url",
+            ),
+        )
+    )
 
     name: str = Field(min_length=1)
     """Name reported with the validator's diagnostics."""
@@ -280,7 +424,7 @@ class DirectivePolicy(ApiModel):
 class ValidationSettings(ApiModel):
     """How the validation pipeline judges rendered configurations."""
 
-    haproxy_version: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")
+    haproxy_version: str | None = Field(default=None, pattern=VERSION_FAMILY_PATTERN)
     """Schema family (e.g. "2.8"); detected from the haproxy binary when omitted."""
     haproxy_binary: str | None = None
     """Path of the haproxy binary used for `haproxy -c`."""
@@ -299,10 +443,17 @@ class ValidationSettings(ApiModel):
         },
     )
     """JSON Schema fragments merged over the bundled HAProxy schemas (may only tighten them)."""
-    external_validators: list[ExternalValidator] = Field(default_factory=list)
-    """Validators run after all built-in stages passed."""
+    external_validators: list[ExternalValidator] = Field(
+        default_factory=list, max_length=16, json_schema_extra=_list_map("name")
+    )
+    """Validators run after all built-in stages passed; names are unique."""
     policy: DirectivePolicy = Field(default_factory=DirectivePolicy)
     """Directive policy exceptions."""
+
+    @model_validator(mode="after")
+    def _unique_validators(self) -> ValidationSettings:
+        _unique(self.external_validators, "name", "externalValidators names")
+        return self
 
 
 # --- reconcile and deploy ---------------------------------------------------------------------
@@ -321,6 +472,19 @@ class ReconcileSettings(ApiModel):
 
 class DeployTarget(ApiModel):
     """Where validated configurations go."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                f"self.type != 'masterSocket' || ({_nonempty('socket')} && {_nonempty('configDir')})",
+                "type masterSocket needs socket and configDir",
+            ),
+            (
+                f"self.type != 'dataplaneApi' || {_nonempty('url')}",
+                "type dataplaneApi needs url",
+            ),
+        )
+    )
 
     name: str = Field(min_length=1)
     """Name of the target in logs, metrics and status."""
@@ -347,14 +511,23 @@ class DeployTarget(ApiModel):
 class DeploySettings(ApiModel):
     """Deploy targets; in local mode the supervised HAProxy is the target."""
 
-    targets: list[DeployTarget] = Field(default_factory=list)
-    """Every target receives the same validated file set."""
+    targets: list[DeployTarget] = Field(
+        default_factory=list, max_length=16, json_schema_extra=_list_map("name")
+    )
+    """Every target receives the same validated file set; names are unique."""
+
+    @model_validator(mode="after")
+    def _unique_targets(self) -> DeploySettings:
+        _unique(self.targets, "name", "deploy target names")
+        return self
 
 
 # --- embedded tests -----------------------------------------------------------------------------
 
 
 class AssertionType(StrEnum):
+    """The checks an embedded test can make."""
+
     VALID = "valid"
     INVALID = "invalid"
     CONTAINS = "contains"
@@ -417,17 +590,17 @@ class EmbeddedTest(ApiModel):
 class HAProxyTemplateConfigSpec(ApiModel):
     """What to watch, how to render it, how to validate it and where to deploy it."""
 
-    watched_resources: dict[str, WatchedResource] = Field(default_factory=dict)
+    watched_resources: dict[str, WatchedResource] = Field(default_factory=dict, max_length=64)
     """Collections of watched objects, by the name templates use (resources.<name>)."""
     template_snippets: dict[str, Snippet] = Field(default_factory=dict)
     """Reusable template fragments by name."""
     haproxy_config: Output
     """Template of the main configuration, haproxy.cfg."""
-    maps: dict[str, Output] = Field(default_factory=dict)
+    maps: dict[str, Output] = Field(default_factory=dict, max_length=256)
     """Map files by file name, deployed under maps/."""
-    files: dict[str, Output] = Field(default_factory=dict)
+    files: dict[str, Output] = Field(default_factory=dict, max_length=256)
     """General files (error pages, ...) by file name, deployed under files/."""
-    certificates: dict[str, Output] = Field(default_factory=dict)
+    certificates: dict[str, Output] = Field(default_factory=dict, max_length=256)
     """PEM certificate files by file name, deployed under certs/."""
     http_sources: dict[str, HttpSource] = Field(default_factory=dict)
     """Remote content available to templates."""
@@ -446,6 +619,8 @@ class HAProxyTemplateConfigSpec(ApiModel):
 
 
 class ConditionStatus(StrEnum):
+    """Kubernetes condition status values."""
+
     TRUE = "True"
     FALSE = "False"
     UNKNOWN = "Unknown"
@@ -454,29 +629,51 @@ class ConditionStatus(StrEnum):
 class Condition(ApiModel):
     """A Kubernetes-style status condition."""
 
-    type: str
+    type: str = Field(min_length=1, max_length=316)
     """Condition type, e.g. Valid, Deployed, Ready."""
     status: ConditionStatus
     """True, False or Unknown."""
-    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    reason: str = Field(min_length=1, max_length=1024, pattern=REASON_PATTERN)
     """CamelCase machine-readable reason."""
-    message: str = ""
+    message: str = Field(default="", max_length=32768)
     """Human-readable details."""
-    last_transition_time: str
+    last_transition_time: Timestamp
     """RFC 3339 time the status last changed."""
     observed_generation: int | None = None
     """Generation of the spec this condition was computed for."""
 
 
+SHORT_CHECKSUM_LEN = 12
+
+
 class LastValidated(ApiModel):
     """The file set that last passed every validation stage."""
 
-    checksum: str
-    """sha256 of the validated file set."""
-    at: str
+    checksum: str = Field(pattern=SHA256_HEX_PATTERN)
+    """sha256 of the validated file set (hex)."""
+    short_checksum: str | None = Field(default=None, pattern=SHORT_CHECKSUM_PATTERN)
+    """First 12 hex digits of checksum, for `kubectl get`; filled in from checksum when omitted."""
+    at: Timestamp
     """RFC 3339 time of the verdict."""
-    haproxy_version: str
+    haproxy_version: str = Field(min_length=1)
     """Version of the haproxy binary that checked it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_short_checksum(cls, data: Any) -> Any:
+        # A printer column cannot slice a string, so the short form is stored beside the full one.
+        if isinstance(data, dict):
+            key = "shortChecksum" if "shortChecksum" in data else "short_checksum"
+            full = data.get("checksum")
+            if data.get(key) is None and isinstance(full, str):
+                data = {**data, key: full[:SHORT_CHECKSUM_LEN]}
+        return data
+
+    @model_validator(mode="after")
+    def _short_matches(self) -> LastValidated:
+        if self.short_checksum != self.checksum[:SHORT_CHECKSUM_LEN]:
+            raise ValueError("shortChecksum must be the first 12 hex digits of checksum")
+        return self
 
 
 class DiagnosticsSummary(ApiModel):
@@ -488,7 +685,7 @@ class DiagnosticsSummary(ApiModel):
     """Findings at warning severity."""
     infos: int = 0
     """Findings at info severity."""
-    rule_ids: list[str] = Field(default_factory=list)
+    rule_ids: list[str] = Field(default_factory=list, max_length=20)
     """Distinct rule ids in the latest report (at most 20)."""
 
 
@@ -497,29 +694,46 @@ class HAProxyTemplateConfigStatus(ApiModel):
 
     observed_generation: int | None = None
     """Generation of the spec last processed."""
-    conditions: list[Condition] = Field(default_factory=list)
-    """Latest observations (Valid, Deployed, Ready)."""
+    conditions: list[Condition] = Field(
+        default_factory=list, max_length=16, json_schema_extra=_list_map("type")
+    )
+    """Latest observations (Valid, Deployed, Ready); one per type."""
     last_validated: LastValidated | None = None
     """The file set that last passed validation."""
     diagnostics_summary: DiagnosticsSummary | None = None
     """Summary of the latest report."""
 
+    @model_validator(mode="after")
+    def _one_condition_per_type(self) -> HAProxyTemplateConfigStatus:
+        _unique(self.conditions, "type", "condition types")
+        return self
+
 
 class ObjectMeta(BaseModel):
     """The subset of Kubernetes metadata the controller reads; the rest passes through."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="allow", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
 
     name: str = Field(min_length=1)
+    """Name of the object."""
     namespace: str | None = None
+    """Namespace of the object; the resource is namespaced."""
     generation: int | None = None
+    """Sequence number of the spec, set by the API server; status reports the one it saw."""
 
 
 class HAProxyTemplateConfig(ApiModel):
     """The HAProxyTemplateConfig resource."""
 
     api_version: Literal["haproxy-template.dev/v1alpha1"] = "haproxy-template.dev/v1alpha1"
+    """Versioned schema of this representation: haproxy-template.dev/v1alpha1."""
     kind: Literal["HAProxyTemplateConfig"] = "HAProxyTemplateConfig"
+    """Kind of the object: HAProxyTemplateConfig."""
     metadata: ObjectMeta
+    """Standard Kubernetes object metadata."""
     spec: HAProxyTemplateConfigSpec
+    """Desired behaviour of the controller."""
     status: HAProxyTemplateConfigStatus | None = None
+    """Observed state, written by the controller."""

@@ -45,7 +45,11 @@ class ReportStatus(StrEnum):
 
 class _Wire(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
     )
 
 
@@ -53,16 +57,26 @@ class BudgetExhaustion(_Wire):
     """A budget that ran out, making the analysis incomplete."""
 
     phase: Phase
-    budget: str  # e.g. "timeout", "celCost", "runTime"
+    """The stage that ran out."""
+    budget: str
+    """Which budget: e.g. "timeout", "celCost", "runTime"."""
     limit: float
+    """The configured limit (seconds for time budgets)."""
     used: float | None = None
+    """How much was used when the stage was stopped, when known."""
 
 
 class Counts(_Wire):
+    """Findings per severity, counted after finalization (what the report shows)."""
+
     fatal: int = 0
+    """Findings at fatal severity."""
     error: int = 0
+    """Findings at error severity (including warnings promoted by strict mode)."""
     warning: int = 0
+    """Findings at warning severity."""
     info: int = 0
+    """Findings at info severity."""
 
     @classmethod
     def of(cls, diagnostics: Iterable[Diagnostic]) -> Counts:
@@ -76,29 +90,52 @@ class RuleCounters(_Wire):
     """Deferred-rule accounting: evaluated + skipped + suppressed = total units."""
 
     evaluated: int = 0
+    """Rule units evaluated."""
     failed: int = 0
+    """Evaluated units that failed."""
     skipped: int = 0
+    """Units skipped because their owner was skipped or their condition was false."""
     suppressed: int = 0
+    """Failures suppressed as cascades of an already reported root cause."""
 
 
 class ReportMetadata(_Wire):
+    """What was judged, by which pipeline, and how much of the analysis ran."""
+
     counts: Counts = Field(default_factory=Counts)
+    """Findings per severity in ``diagnostics``."""
     suppressed: int = 0
+    """Findings removed by the severity gate, rule filters and de-duplication."""
     checksum: str | None = None
+    """sha256 over the candidate file set (kinds, paths and bytes)."""
     fingerprint: str | None = None
+    """sha256 identifying the pipeline: haproxy binary and version, schemas, policy, rules and
+    validators. Same checksum and fingerprint means the same verdict."""
     haproxy_version: str | None = None
+    """Version of the haproxy binary the pipeline checks with."""
     cache_hit: bool = False
+    """True when the verdict was reused from an earlier identical run."""
     stages_run: list[Phase] = Field(default_factory=list)
+    """Stages that produced this verdict, in order."""
     stages_skipped: list[Phase] = Field(default_factory=list)
+    """Stages that did not run because the render or an earlier stage failed."""
     budget_exhaustions: list[BudgetExhaustion] = Field(default_factory=list)
+    """Budgets that ran out; any entry makes the status analysis_incomplete."""
     rules: RuleCounters | None = None
+    """Deferred-rule accounting, when the rules stage ran."""
 
 
 class ValidationReport(_Wire):
+    """The pipeline's verdict on one candidate file set."""
+
     valid: bool
+    """The verdict: true only when every stage ran and nothing at error severity remains."""
     status: ReportStatus
+    """ok, error (render or a stage failed), or analysis_incomplete (a budget ran out)."""
     diagnostics: list[Diagnostic] = Field(default_factory=list)
+    """Findings after strict mode, filters, severity gate, sorting and de-duplication."""
     metadata: ReportMetadata = Field(default_factory=ReportMetadata)
+    """What was judged and how."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Milliseconds per phase (``renderMs``, ``syntaxMs``, ...) and ``totalMs``."""
 

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from controller.diagnostics import Diagnostic, Phase
 from controller.render import FileSet, RenderResult
-from controller.validation.report import BudgetExhaustion
+from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.syntax.model import ParsedConfig
 
 
@@ -26,6 +26,8 @@ class StageContext:
     """Version of the haproxy binary (``2.8.25``), known before the first stage runs."""
     parsed: dict[str, ParsedConfig] = field(default_factory=dict)
     """Parsed HAProxy configurations by path, filled by the syntax stage."""
+    disable_builtin_rules: bool = False
+    """Per-call option for the rules stage: run only user-supplied rules."""
 
     @property
     def files(self) -> FileSet:
@@ -38,6 +40,8 @@ class StageOutcome:
     budget: BudgetExhaustion | None = None
     """Set when the stage ran out of a budget: the analysis is incomplete, never a pass."""
     extra_timings: Mapping[str, float] = field(default_factory=dict)
+    rules: RuleCounters | None = None
+    """Deferred-rule accounting (the rules stage sets it); copied into report metadata."""
 
 
 class Stage(Protocol):

@@ -6,6 +6,7 @@ schema stage. Columns are 1-based; ``end_column`` is inclusive.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -30,6 +31,11 @@ class Directive:
     file: str
     line: int
     tokens: tuple[Token, ...]
+    conditional: bool = False
+    """True inside a ``.if`` branch whose condition could not be decided without running
+    HAProxy (``defined()``, ``feature()``, an unknown version, ...). HAProxy may skip such a
+    line, so a later stage must not fail the configuration on something that is wrong only if
+    the line is active; security checks (policy, file references) still apply to it."""
 
     @property
     def keyword(self) -> str:
@@ -76,3 +82,14 @@ class Section:
 class ParsedConfig:
     file: str
     sections: tuple[Section, ...]
+    macros: tuple[Directive, ...] = ()
+    """The ``.if``/``.elif``/``.else``/``.endif`` and ``.diag``/``.notice``/``.warning``/
+    ``.alert`` lines, in file order. They belong to no section but HAProxy still expands
+    ``"${VAR}"`` in them, so the directive policy reads them too."""
+
+    def directives(self) -> Iterator[tuple[Section, Directive]]:
+        """Every section header and body directive, in file order."""
+        for section in self.sections:
+            yield section, section.header
+            for directive in section.directives:
+                yield section, directive

@@ -1,0 +1,206 @@
+"""The input steps `htc render` and `htc validate` share: config + manifests → store → render.
+
+Both commands must see exactly the same candidate for the same files, so they share this
+code rather than each wiring loader, store and renderer by hand. Problems with the inputs
+themselves (unreadable YAML, an invalid HAProxyTemplateConfig, a manifest without a name)
+raise :class:`InputError`, which the commands turn into exit code 2; problems of the rendered
+result are the pipeline's business.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.render import (
+    MAIN_CONFIG,
+    FileEntry,
+    FileKind,
+    FileSet,
+    RenderResult,
+    path_for,
+)
+from controller.render.fileset import KIND_DIRS
+from controller.resources import (
+    InvalidObject,
+    Manifest,
+    Store,
+    StoreConfigError,
+    collections_for,
+    load_manifests,
+    object_key,
+    object_ref,
+)
+from controller.spec.loader import load_config
+from controller.spec.models import KIND, HAProxyTemplateConfig
+
+__all__ = [
+    "InputError",
+    "Inputs",
+    "echo_diagnostics",
+    "load_inputs",
+    "load_raw",
+    "render_inputs",
+]
+
+
+class InputError(Exception):
+    """The inputs cannot be used at all; carries the diagnostics that say why."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        super().__init__("; ".join(d.message for d in self.diagnostics))
+
+
+@dataclass
+class Inputs:
+    config: HAProxyTemplateConfig
+    store: Store
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """Warnings and notes about the inputs (duplicates, objects nothing watches)."""
+
+
+def _where(m: Manifest) -> Location:
+    return Location(file=str(m.file), line=m.line)
+
+
+def _fill(store: Store, manifests: Iterable[Manifest]) -> list[Diagnostic]:
+    notes: list[Diagnostic] = []
+    errors: list[Diagnostic] = []
+    first: dict[tuple[str, tuple[str, str]], Manifest] = {}
+    watched = store.watched()
+    for m in manifests:
+        if m.obj.get("kind") == KIND:
+            continue  # the config itself may sit among the resources
+        names = collections_for(m.obj, watched)
+        if not names:
+            notes.append(
+                make(
+                    "I8014",
+                    Phase.SPEC,
+                    f"{m.obj.get('kind')} {'/'.join(object_key(m.obj))} matches no "
+                    "watched collection",
+                    location=_where(m),
+                    object=object_ref(m.obj),
+                )
+            )
+            continue
+        for name in names:
+            key = (name, object_key(m.obj))
+            if key in first:
+                kept = first[key]
+                notes.append(
+                    make(
+                        "W8013",
+                        Phase.SPEC,
+                        f"{name} {'/'.join(key[1])} is defined again; keeping the definition "
+                        f"at {kept.file}:{kept.line}",
+                        location=_where(m),
+                        object=object_ref(m.obj),
+                    )
+                )
+                continue
+            first[key] = m
+            try:
+                change = store.apply(name, m.obj)
+            except InvalidObject as exc:
+                errors.append(make("E8003", Phase.SPEC, str(exc), location=_where(m)))
+                continue
+            if change is not None:
+                notes.extend(change.diagnostics)
+    if errors:
+        raise InputError(errors)
+    return notes
+
+
+def load_inputs(config_path: Path, resources: Sequence[Path]) -> Inputs:
+    """Read the config and every manifest, and fill a store by the config's collections."""
+    config, problems = load_config(config_path)
+    if config is None or problems:
+        raise InputError(problems)
+    missing = [p for p in resources if not p.exists()]
+    if missing:
+        raise InputError(
+            [
+                make(
+                    "E8002",
+                    Phase.SPEC,
+                    f"{p}: no such file or directory",
+                    location=Location(file=str(p)),
+                )
+                for p in missing
+            ]
+        )
+    manifests, bad = load_manifests(list(resources))
+    if bad:
+        raise InputError(bad)
+    try:
+        store = Store.from_spec(config)
+    except StoreConfigError as exc:
+        raise InputError(exc.diagnostics) from None
+    return Inputs(config, store, _fill(store, manifests))
+
+
+def render_inputs(inputs: Inputs) -> RenderResult:
+    from controller.render.renderer import Renderer  # the heaviest import; only when rendering
+
+    return Renderer(inputs.config.spec).render(inputs.store.snapshot())
+
+
+def _unreadable(path: Path, why: str) -> Diagnostic:
+    return make("E8002", Phase.SPEC, f"{path}: {why}", location=Location(file=str(path)))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError([_unreadable(path, f"cannot read: {exc.strerror or exc}")]) from None
+
+
+def load_raw(config: Path, aux: Path | None = None) -> RenderResult:
+    """A hand-written file set: ``config`` becomes haproxy.cfg, and ``aux``'s ``maps/``,
+    ``certs/`` and ``files/`` sub-directories become the auxiliary files of the same names.
+
+    Other entries of ``aux`` are ignored (it is often the directory holding the config);
+    nested directories inside ``maps/`` etc. are refused, as the deploy layout is flat.
+    """
+    entries = [FileEntry(MAIN_CONFIG, FileKind.CONFIG, _read(config))]
+    if aux is not None:
+        if not aux.is_dir():
+            raise InputError([_unreadable(aux, "not a directory")])
+        problems: list[Diagnostic] = []
+        for kind, sub in KIND_DIRS.items():
+            folder = aux / sub
+            if not folder.is_dir():
+                continue
+            for item in sorted(folder.iterdir()):
+                if item.name.startswith("."):
+                    continue
+                if not item.is_file():
+                    problems.append(_unreadable(item, f"only plain files are allowed in {sub}/"))
+                    continue
+                entries.append(FileEntry(path_for(kind, item.name), kind, _read(item)))
+        if problems:
+            raise InputError(problems)
+    return RenderResult(files=FileSet.of(entries))
+
+
+def echo_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None = None) -> None:
+    """One line per finding: ``file:line: ruleId severity message`` (template:line when the
+    finding is about a template)."""
+    out = stream or sys.stderr
+    for d in diagnostics:
+        where = ""
+        if d.template_location is not None:
+            t = d.template_location
+            where = t.template + (f":{t.line}" if t.line else "")
+        elif d.location is not None:
+            where = d.location.file + (f":{d.location.line}" if d.location.line else "")
+        print(
+            f"{where + ': ' if where else ''}{d.rule_id} {d.severity.value} {d.message}", file=out
+        )

@@ -1,0 +1,329 @@
+"""``htc local``: a directory of manifests, served by a real HAProxy, no cluster needed.
+
+The wiring, and nothing else (no pipeline logic lives here)::
+
+    directory adapter → store → reconcile trigger → Pipeline → MasterSocketTarget → HAProxy
+                                                  ↘ publisher → console, status board, /status
+
+Config changes take a detour. The adapter asks :meth:`LocalApp._on_config` synchronously,
+but adopting a spec means rendering and validating it, which is asynchronous. So:
+
+* a spec that does not parse is rejected on the spot;
+* a spec with the same watched collections is accepted by the adapter (its store does not
+  change) and proposed to the trigger, which swaps renderer and pipeline only if the spec
+  renders and validates;
+* a spec whose collections differ is *refused* by the live adapter, so the live store stays
+  as the running spec expects. A second adapter loads the directory into a fresh store for
+  the new collections; the trigger tries the spec on that store and, if it is adopted,
+  the second adapter (and its store) replace the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from controller.deploy import MasterSocketTarget
+from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.local.binary import find_haproxy
+from controller.local.console import ConsoleSink
+from controller.local.directory import DirectoryAdapter
+from controller.local.supervisor import HAProxySupervisor
+from controller.observability.logging import get_logger
+from controller.observability.metrics import METRICS, Metrics
+from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
+from controller.resources import Store
+from controller.spec.loader import parse_config
+from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
+from controller.triggers import Engine, ReconcileTrigger, SpecDecision
+
+__all__ = ["LocalApp", "LocalOptions", "default_engine"]
+
+_log = get_logger("controller.local")
+
+
+@dataclass
+class LocalOptions:
+    directory: Path
+    haproxy: str | None = None
+    """Binary to run and to validate with; found automatically when None."""
+    listen: str | None = None
+    """Overrides ``extraContext.listen`` (the quickstart's frontend address)."""
+    status_addr: str | None = "127.0.0.1:9180"
+    """Address of /metrics, /healthz, /readyz, /status; None disables the endpoint."""
+    work_dir: Path | None = None
+    """Deploy directory and master socket live here; a temporary directory when None."""
+    status_file: Path | None = None
+    config_file: Path | None = None
+    """The HAProxyTemplateConfig file, when it is not inside ``directory``."""
+    drift_interval: float = 5.0
+    out: TextIO | None = None
+    """Where the console report goes (stdout by default)."""
+    adapter_options: dict[str, Any] = field(default_factory=dict)
+    """Extra DirectoryAdapter arguments (watch debounce, polling) — for tests and benchmarks."""
+
+
+def default_engine(binary: str) -> Callable[[HAProxyTemplateConfigSpec], Engine]:
+    """The production engine: the sandboxed renderer and the full pipeline for ``binary``."""
+
+    def build(spec: HAProxyTemplateConfigSpec) -> Engine:
+        from controller.validation import Pipeline
+        from controller.validation.rules.render import RuledRenderer
+
+        # RuledRenderer is the Renderer plus the spec's inline CEL rules (objects first,
+        # then each output as it renders), the same render path `htc validate` takes.
+        return Engine(
+            spec,
+            RuledRenderer.from_spec(spec),
+            Pipeline.from_spec(spec, haproxy_binary=binary),
+            lint=spec_lint,
+        )
+
+    return build
+
+
+def spec_lint(spec: HAProxyTemplateConfigSpec) -> Sequence[Diagnostic]:
+    """``htc lint``'s static checks; a new spec with lint errors is refused before it renders."""
+    from controller.validation.lint import lint_spec
+
+    return lint_spec(spec).diagnostics
+
+
+class LocalApp:
+    def __init__(
+        self,
+        options: LocalOptions,
+        *,
+        metrics: Metrics | None = None,
+        engine_factory: Callable[[HAProxyTemplateConfigSpec], Engine] | None = None,
+    ) -> None:
+        self.options = options
+        self.metrics = metrics or METRICS
+        self.binary = find_haproxy(options.haproxy)
+        self.console = ConsoleSink(options.out)
+        self.board = StatusBoard(options.status_file)
+        self.publisher = Publisher(metrics=self.metrics, sinks=[self.board, self.console])
+        self.server = (
+            StatusServer(self.board, self.metrics, options.status_addr)
+            if options.status_addr
+            else None
+        )
+        self._own_work_dir = options.work_dir is None
+        self.work_dir = (
+            Path(tempfile.mkdtemp(prefix="htc-local-"))
+            if options.work_dir is None
+            else Path(options.work_dir)
+        )
+        self.deploy_dir = self.work_dir / "config"
+        self.master_socket = self.work_dir / "master.sock"
+        self.supervisor = HAProxySupervisor(
+            self.binary,
+            self.deploy_dir,
+            self.master_socket,
+            metrics=self.metrics,
+            on_event=self._haproxy_event,
+        )
+        self.target = MasterSocketTarget(
+            self.deploy_dir,
+            self.master_socket,
+            process=self.supervisor,
+            metrics=self.metrics,
+        )
+        self.engine_factory = engine_factory or default_engine(self.binary)
+        self.store = Store({})
+        self.adapter = self._adapter(self.store)
+        self.trigger = ReconcileTrigger(
+            self.store,
+            [self.target],
+            self.publisher,
+            self.engine_factory,
+            metrics=self.metrics,
+            drift_interval=options.drift_interval,
+        )
+        self._unsubscribe: Callable[[], None] | None = None
+        self._startup_spec: HAProxyTemplateConfigSpec | None = None
+        self._running_watched: dict[str, WatchedResource] | None = None
+        self._stop = asyncio.Event()
+        self._adapter_stop = asyncio.Event()
+        self._adapter_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._started = False
+        self._stopped = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the directory, deploy the first validated config, then follow the directory."""
+        if self.server is not None:
+            await self.server.start()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.adapter.load_initial()  # on_config runs inside and records the startup spec
+        self._unsubscribe = self.store.subscribe(self.trigger)
+        spec = self._startup_spec
+        self._startup_spec = None
+        await self.trigger.start(spec)
+        if self.trigger.engine is not None and self.trigger.engine.spec is not None:
+            self._running_watched = dict(self.trigger.engine.spec.watched_resources)
+        self._adapter_task = asyncio.create_task(self.adapter.run(self._adapter_stop))
+        self._started = True
+
+    async def stop(self) -> None:
+        """Stop watching, stop the loop, stop HAProxy (no process is left behind)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._adapter_stop.set()
+        if self._adapter_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._adapter_task, 5.0)
+        for task in list(self._tasks):
+            task.cancel()
+        await self.trigger.stop()
+        await self.supervisor.stop()
+        if self.server is not None:
+            await self.server.stop()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    async def run(self) -> None:
+        """Start, then serve until :meth:`request_stop`; always stops cleanly."""
+        try:
+            await self.start()
+            await self._stop.wait()
+        finally:
+            await self.stop()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stop.wait()
+
+    @property
+    def status_url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    # --- the directory adapter ------------------------------------------------------------
+
+    def _adapter(self, store: Store) -> DirectoryAdapter:
+        holder: list[DirectoryAdapter] = []
+
+        def on_config(
+            doc: Mapping[str, Any], file: Path, line: int
+        ) -> Mapping[str, WatchedResource] | None:
+            return self._on_config(holder[0], doc, file, line)
+
+        adapter = DirectoryAdapter(
+            self.options.directory,
+            on_config=on_config,
+            on_diagnostics=self.console.inputs,
+            store=store,
+            config_file=self.options.config_file,
+            **self.options.adapter_options,
+        )
+        holder.append(adapter)
+        return adapter
+
+    def _on_config(
+        self, adapter: DirectoryAdapter, doc: Mapping[str, Any], file: Path, line: int
+    ) -> Mapping[str, WatchedResource] | None:
+        config, diags = parse_config(doc, file=str(file))
+        if config is None:
+            located = [
+                d
+                if d.location
+                else d.model_copy(update={"location": Location(file=str(file), line=line)})
+                for d in diags
+            ]
+            self._publish_spec_rejection(located)
+            return None
+        spec = self._override(config.spec)
+        watched = dict(spec.watched_resources)
+        if not self._started and adapter is self.adapter:
+            self._startup_spec = spec  # adopted by trigger.start() after the initial load
+            return watched
+        if adapter is not self.adapter:
+            return watched  # a candidate adapter loading for a proposal already made
+        running = self.trigger.engine.spec if self.trigger.engine else None
+        if running == spec:
+            return watched
+        if self._running_watched is None or watched == self._running_watched:
+            self._spawn(self._propose(spec))
+            return watched
+        self._spawn(self._propose_with_new_collections(spec))
+        return None
+
+    def _override(self, spec: HAProxyTemplateConfigSpec) -> HAProxyTemplateConfigSpec:
+        if self.options.listen is None:
+            return spec
+        extra = {**spec.extra_context, "listen": self.options.listen}
+        return spec.model_copy(update={"extra_context": extra})
+
+    async def _propose(self, spec: HAProxyTemplateConfigSpec) -> SpecDecision:
+        decision = await self.trigger.propose_spec(spec)
+        if decision.accepted:
+            self._running_watched = dict(spec.watched_resources)
+        return decision
+
+    async def _propose_with_new_collections(self, spec: HAProxyTemplateConfigSpec) -> None:
+        store = Store({})
+        candidate = self._adapter(store)
+        candidate.load_initial()
+
+        def swap() -> None:
+            old_stop, old_task = self._adapter_stop, self._adapter_task
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            candidate.sync()  # catch up with edits made while the candidate was checked
+            self.adapter, self.store = candidate, store
+            self.trigger.source = store
+            self._unsubscribe = store.subscribe(self.trigger)
+            self._adapter_stop = asyncio.Event()
+            self._adapter_task = asyncio.create_task(candidate.run(self._adapter_stop))
+            old_stop.set()
+            if old_task is not None:
+                self._spawn(_quietly(old_task))
+
+        decision = await self.trigger.propose_spec(spec, view=store.snapshot(), on_accept=swap)
+        if decision.accepted:
+            self._running_watched = dict(spec.watched_resources)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _publish_spec_rejection(self, diags: list[Diagnostic]) -> None:
+        running = (
+            "the running configuration stays in place"
+            if self.trigger.engine
+            else ("no configuration is running yet")
+        )
+        head = make("E7010", Phase.SPEC, f"configuration change rejected; {running}")
+        self.metrics.spec_changes.labels("rejected").inc()
+        self.publisher.publish(
+            Event(
+                EventKind.SPEC_REJECTED,
+                "config",
+                diagnostics=(head, *diags),
+                message=head.message,
+            )
+        )
+
+    def _haproxy_event(self, diag: Diagnostic) -> None:
+        self.publisher.publish(
+            Event(EventKind.RUNTIME, "haproxy", diagnostics=(diag,), message=diag.message)
+        )
+
+
+async def _quietly(task: asyncio.Task[None]) -> None:
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.wait_for(task, 5.0)

@@ -1,0 +1,208 @@
+"""The Jinja2 environment every template runs in.
+
+It is Jinja2's ``ImmutableSandboxedEnvironment`` (no private attributes, no mutation of lists,
+dicts and sets, no unsafe callables) with ``StrictUndefined`` (a typo is an error, not an
+empty string that HAProxy might accept), autoescape off (this is not HTML), and
+``trim_blocks``/``lstrip_blocks`` so that a ``{% tag %}`` alone on its line leaves no trace in
+the output — configuration templates are mostly such lines. On top of the stock sandbox:
+
+* operations whose cost a value can blow up are bounded: ``range`` (at most
+  :data:`MAX_RANGE` items), sequence repetition (``*``, at most :data:`MAX_REPEAT` items) and
+  ``**`` (results of at most :data:`MAX_POWER_BITS` bits); exceeding a bound is a sandbox
+  violation (E1003), not a stalled controller;
+* attribute access on stored objects (``ingress.spec.rules``) goes straight to the key when
+  the name is not a method of the mapping type, which is what Jinja2 does anyway after a
+  failed ``getattr`` — minus the cost of the exception, paid millions of times per render;
+* output carries its template locations (see :mod:`controller.render.trace`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from types import BuiltinMethodType, MethodType
+from typing import Any
+
+from jinja2 import BaseLoader, StrictUndefined
+from jinja2.exceptions import SecurityError
+from jinja2.runtime import Context, Undefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace, _PassArg
+
+from controller.diagnostics import TemplateLocation
+from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
+from controller.resources.frozen import FrozenDict
+
+MAX_RANGE = 100_000
+MAX_REPEAT = 1_000_000
+MAX_POWER_BITS = 4_096
+
+_ITEM_FIRST = (dict, FrozenDict)
+_TYPE_ATTRS = {tp: frozenset(dir(tp)) for tp in _ITEM_FIRST}
+_SAFE_CACHE_SIZE = 4096
+
+
+def bounded_range(*args: int) -> range:
+    """``range`` with a size limit, reported as a sandbox violation."""
+    rng = range(*args)
+    if len(rng) > MAX_RANGE:
+        raise SecurityError(
+            f"range of {len(rng)} items exceeds the sandbox limit of {MAX_RANGE} items"
+        )
+    return rng
+
+
+def _bounded_mul(left: Any, right: Any) -> Any:
+    for seq, times in ((left, right), (right, left)):
+        if (
+            isinstance(seq, str | list | tuple)
+            and isinstance(times, int)
+            and len(seq) * times > MAX_REPEAT
+        ):
+            raise SecurityError(
+                f"repeating a {type(seq).__name__} of {len(seq)} items {times} times "
+                f"exceeds the sandbox limit of {MAX_REPEAT} items"
+            )
+    return operator.mul(left, right)
+
+
+def _bounded_pow(left: Any, right: Any) -> Any:
+    big = isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1
+    if big and abs(left).bit_length() * right > MAX_POWER_BITS:
+        raise SecurityError(
+            f"{left} ** {right} exceeds the sandbox limit of {MAX_POWER_BITS}-bit results"
+        )
+    return operator.pow(left, right)
+
+
+_BINOPS: dict[str, Callable[[Any, Any], Any]] = {"*": _bounded_mul, "**": _bounded_pow}
+
+
+class TemplateEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox; one per :class:`~controller.render.Renderer`, shared by all its renders."""
+
+    code_generator_class = TracingCodeGenerator
+    intercepted_binops = frozenset(_BINOPS)
+    concat = staticmethod(join_traced)
+
+    def __init__(self, loader: BaseLoader | None = None) -> None:
+        super().__init__(
+            loader=loader,
+            undefined=StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            auto_reload=False,
+            cache_size=0,
+        )
+        self.globals["range"] = bounded_range
+        self._locations: dict[tuple[str, int], TemplateLocation] = {}
+        self._safe: dict[tuple[type, str], bool] = {}
+        self._plain: dict[Any, bool] = {}
+        self.htc_text = to_text
+        self.htc_mappings: frozenset[type] = frozenset(_ITEM_FIRST)
+        self.htc_mapping_attrs = frozenset().union(*_TYPE_ATTRS.values())
+
+    # -- hooks the generated template code calls -------------------------------------------
+
+    def location(self, template: str, line: int) -> TemplateLocation:
+        """One shared location object per template line (source maps reference them)."""
+        key = (template, line)
+        loc = self._locations.get(key)
+        if loc is None:
+            loc = self._locations[key] = TemplateLocation(template=template, line=line)
+        return loc
+
+    def htc_chunk(self, text: str, template: str | None, line: int) -> Traced:
+        name = template or "<template>"
+        locs = tuple(self.location(name, line + k) for k in range(text.count("\n") + 1))
+        return Traced(text, locs)
+
+    def htc_marker(self, template: str | None, line: int) -> Traced:
+        return Traced("", (self.location(template or "<template>", line),))
+
+    # -- sandbox policy ----------------------------------------------------------------------
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        fn = _BINOPS.get(operator)
+        if fn is None:
+            return super().call_binop(context, operator, left, right)
+        return fn(left, right)
+
+    def getattr(self, obj: Any, attribute: str) -> Any | Undefined:
+        """Jinja2's sandboxed ``getattr`` with the same outcomes, minus repeated work.
+
+        Stored objects and namespaces go straight to their data. For everything else the
+        safety verdict is cached per (type, attribute): every check the immutable sandbox
+        makes (private names, internal attributes of functions, frames, generators, mutating
+        methods of lists, dicts and sets) depends on nothing else.
+        """
+        tp = type(obj)
+        names = _TYPE_ATTRS.get(tp)
+        if names is not None and attribute not in names:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        if tp is Namespace and not attribute.startswith("_"):
+            try:
+                return object.__getattribute__(obj, "_Namespace__attrs")[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        try:
+            value = getattr(obj, attribute)
+        except AttributeError:
+            try:
+                return obj[attribute]
+            except (TypeError, LookupError):
+                return self.undefined(obj=obj, name=attribute)
+        if attribute in ("format", "format_map"):
+            fmt = self.wrap_str_format(value)
+            if fmt is not None:
+                return fmt
+        key = (tp, attribute)
+        safe = self._safe.get(key)
+        if safe is None:
+            safe = self.is_safe_attribute(obj, attribute, value)
+            if len(self._safe) >= _SAFE_CACHE_SIZE:
+                self._safe.clear()
+            self._safe[key] = safe
+        return value if safe else self.unsafe_undefined(obj, attribute)
+
+    def call(
+        __self,
+        __context: Context,
+        __obj: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """Call from sandboxed code; methods of builtins and plain Python methods directly.
+
+        For those, Jinja2's checks (not marked unsafe, no context/environment injection)
+        depend only on the underlying function, so the verdict is cached per function and
+        the call skips the generic path. Everything else (macros, filters called as
+        functions, objects marked ``pass_context``) goes through Jinja2's ``call``.
+        """
+        tp = type(__obj)
+        if tp is BuiltinMethodType or (tp is MethodType and __self._plain_method(__obj)):
+            if kwargs:
+                kwargs.pop("_loop_vars", None)
+                kwargs.pop("_block_vars", None)
+            try:
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined(
+                    "value was undefined because a callable raised a StopIteration exception"
+                )
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def _plain_method(self, method: MethodType) -> bool:
+        func = method.__func__
+        verdict = self._plain.get(func)
+        if verdict is None:
+            verdict = self.is_safe_callable(method) and _PassArg.from_obj(method) is None
+            if len(self._plain) >= _SAFE_CACHE_SIZE:
+                self._plain.clear()
+            self._plain[func] = verdict
+        return verdict

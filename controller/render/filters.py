@@ -1,0 +1,280 @@
+"""The filters templates get on top of Jinja2's built-ins; ``docs/templates.md`` documents them.
+
+The quoting filters exist because resource fields are attacker-influenced: whoever may create
+an Ingress must not be able to end a directive and start another. They are written from
+HAProxy's own tokenizer rules (configuration manual, section 2.2, and the config reader):
+
+* a line ends at LF, CR or NUL — even inside quotes, so no quoting can carry them;
+* outside quotes, spaces and tabs (any C ``isspace`` character) separate arguments and ``#``
+  starts a comment;
+* inside double quotes, backslash escapes and ``$VAR``/``${VAR}`` environment expansion
+  still apply;
+* inside single quotes nothing is interpreted: every byte up to the closing quote is literal;
+* a backslash outside single quotes escapes the next ``\\``, space, ``#``, ``'`` or ``"``;
+* adjacent quoted and unquoted parts join into one argument (``'a'\\''b'`` is ``a'b``);
+* an empty argument ends the argument list (HAProxy warns or refuses), so it cannot be passed.
+
+Values that cannot be made safe raise :class:`FilterError`; the renderer reports it as E1004
+with the template line, so a hostile object stops the render instead of reaching HAProxy.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from jinja2.runtime import Undefined
+
+from controller.resources.paths import MISSING, FieldPath, FieldPathError, lookup, parse_path
+
+
+class FilterError(ValueError):
+    """A value a filter refuses; the message says which value and why."""
+
+
+def _show(value: str, limit: int = 60) -> str:
+    shown = value if len(value) <= limit else value[:limit] + "…"
+    return repr(shown)
+
+
+def _text(value: Any, filter_name: str) -> str:
+    if isinstance(value, Undefined):
+        str(value)  # StrictUndefined raises with its own message
+    if isinstance(value, bool) or value is None:
+        raise FilterError(f"{filter_name}: expected a string or number, got {value!r}")
+    if isinstance(value, str | int | float):
+        text = str(value)
+        if not text.isascii():
+            try:
+                text.encode()
+            except UnicodeEncodeError as exc:
+                raise FilterError(
+                    f"{filter_name}: value {_show(text)} is not valid Unicode text ({exc.reason} "
+                    f"at position {exc.start}); it cannot be written to a file"
+                ) from None
+        return text
+    raise FilterError(f"{filter_name}: expected a string or number, got {type(value).__name__}")
+
+
+# -- HAProxy configuration arguments ---------------------------------------------------------
+
+_LINE_ENDERS = re.compile(r"[\n\r\x00]")
+_BARE = re.compile(r"[A-Za-z0-9._:/@+=,~-]+")
+"""Characters HAProxy's tokenizer passes through unchanged outside quotes; anything else is
+quoted (even where quoting is not strictly needed) so that unusual values stand out."""
+
+
+def _check_arg(text: str, filter_name: str) -> None:
+    bad = _LINE_ENDERS.search(text)
+    if bad:
+        raise FilterError(
+            f"{filter_name}: value {_show(text)} contains {bad.group()!r} at position "
+            f"{bad.start()}; HAProxy ends a line there even inside quotes, so it cannot be "
+            "part of one argument"
+        )
+    if not text:
+        raise FilterError(
+            f"{filter_name}: value is empty; an empty argument ends HAProxy's argument list"
+        )
+
+
+def _single_quoted(text: str) -> str:
+    """``'…'`` around every run without a single quote; each ``'`` itself as ``\\'``."""
+    parts = text.split("'")
+    return "\\'".join(f"'{p}'" if p else "" for p in parts)
+
+
+def haproxy_quote(value: Any, logformat: bool = False) -> str:
+    """The value as exactly one HAProxy argument, always in single quotes.
+
+    ``logformat=True`` also doubles ``%`` for arguments HAProxy reads as log-format strings
+    (``http-request set-header`` values, ``lf-string``, ``log-format``), where ``%[...]``
+    would otherwise run a sample fetch.
+    """
+    text = _text(value, "haproxy_quote")
+    _check_arg(text, "haproxy_quote")
+    if logformat:
+        text = text.replace("%", "%%")
+    return _single_quoted(text)
+
+
+def haproxy_arg(value: Any, logformat: bool = False) -> str:
+    """Like :func:`haproxy_quote`, but values made only of plain characters stay unquoted.
+
+    Plain characters: ASCII letters, digits and ``. _ : / @ + = , ~ -`` — enough for names,
+    addresses, ports, paths and host names to read naturally in the rendered configuration.
+    """
+    text = _text(value, "haproxy_arg")
+    _check_arg(text, "haproxy_arg")
+    if logformat:
+        text = text.replace("%", "%%")
+    if _BARE.fullmatch(text):
+        return text
+    return _single_quoted(text)
+
+
+# -- map files -------------------------------------------------------------------------------
+
+MAX_MAP_KEY = 4096
+MAX_MAP_VALUE = 8192
+"""Bytes (UTF-8). HAProxy reads map files line by line into a buffer of ``tune.bufsize``
+(16 kB by default) and a longer line would be split into two entries, so keys and values are
+capped well below that."""
+
+_KEY_BAD = re.compile(r"[ \t\n\r\x00]")
+_VALUE_BAD = re.compile(r"[\n\r\x00]")
+
+
+def map_key(value: Any) -> str:
+    """The value as the key column of a map file line, unchanged, or an error.
+
+    HAProxy takes the key as the first run of characters up to a space or tab and ignores a
+    line starting with ``#``; map files know no quoting or escaping. So a key must be
+    non-empty, free of space, tab, CR, LF and NUL, and must not start with ``#``.
+    """
+    text = _text(value, "map_key")
+    if not text:
+        raise FilterError("map_key: a map key must not be empty")
+    bad = _KEY_BAD.search(text)
+    if bad:
+        raise FilterError(
+            f"map_key: key {_show(text)} contains {bad.group()!r} at position {bad.start()}; "
+            "map files cannot quote or escape it"
+        )
+    if text.startswith("#"):
+        raise FilterError(f"map_key: key {_show(text)} starts with '#', which makes a comment")
+    if len(text.encode()) > MAX_MAP_KEY:
+        raise FilterError(f"map_key: key is longer than {MAX_MAP_KEY} bytes")
+    return text
+
+
+def map_value(value: Any) -> str:
+    """The value as the value column of a map file line, unchanged, or an error.
+
+    The value runs to the end of the line, with leading and trailing spaces and tabs
+    stripped; so it must not contain CR, LF or NUL, nor begin or end with a space or tab
+    (HAProxy would silently drop them).
+    """
+    text = _text(value, "map_value")
+    bad = _VALUE_BAD.search(text)
+    if bad:
+        raise FilterError(
+            f"map_value: value {_show(text)} contains {bad.group()!r} at position "
+            f"{bad.start()}; it would start a new map entry"
+        )
+    if text != text.strip(" \t"):
+        raise FilterError(
+            f"map_value: value {_show(text)} begins or ends with a space or tab, "
+            "which HAProxy strips"
+        )
+    if len(text.encode()) > MAX_MAP_VALUE:
+        raise FilterError(f"map_value: value is longer than {MAX_MAP_VALUE} bytes")
+    return text
+
+
+# -- data helpers ----------------------------------------------------------------------------
+
+
+def b64decode(value: Any, encoding: str = "utf-8") -> str:
+    """Decode standard base64 (as in a Secret's ``data``) to text; invalid input is an error."""
+    text = _text(value, "b64decode")
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as exc:
+        raise FilterError(f"b64decode: not valid base64 ({exc})") from None
+    try:
+        return raw.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise FilterError(f"b64decode: decoded bytes are not {encoding} text ({exc})") from None
+
+
+def _compile_paths(paths: Sequence[str], filter_name: str) -> list[FieldPath]:
+    if not paths:
+        raise FilterError(f"{filter_name}: give at least one attribute path")
+    compiled: list[FieldPath] = []
+    for p in paths:
+        if not isinstance(p, str):
+            raise FilterError(f"{filter_name}: attribute path must be a string, got {p!r}")
+        try:
+            compiled.append(parse_path(p))
+        except FieldPathError as exc:
+            raise FilterError(f"{filter_name}: {exc}") from None
+    return compiled
+
+
+def _sort_key(item: Any, paths: list[FieldPath]) -> tuple[tuple[int, Any], ...]:
+    """Missing values and nulls sort first; present values compare by their own order."""
+    key: list[tuple[int, Any]] = []
+    for path in paths:
+        v = lookup(item, path)
+        key.append((0, "") if v is MISSING or v is None else (1, v))
+    return tuple(key)
+
+
+def _items(value: Any, filter_name: str) -> list[Any]:
+    if isinstance(value, Undefined):
+        str(value)
+    if isinstance(value, str | bytes | Mapping):
+        raise FilterError(f"{filter_name}: expected a list, got {type(value).__name__}")
+    if not isinstance(value, Iterable):
+        raise FilterError(f"{filter_name}: expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def sort_by(value: Any, *paths: str, reverse: bool = False) -> list[Any]:
+    """Sort by one or more field paths (``'metadata.name'``, ``"metadata.labels['app']"``).
+
+    Stable; objects lacking a field sort before those that have it.
+    """
+    compiled = _compile_paths(paths, "sort_by")
+    items = _items(value, "sort_by")
+    try:
+        return sorted(items, key=lambda i: _sort_key(i, compiled), reverse=reverse)
+    except TypeError as exc:
+        raise FilterError(
+            f"sort_by: values of {', '.join(paths)} cannot be compared ({exc})"
+        ) from None
+
+
+class Group(NamedTuple):
+    """One group of :func:`group_by`: the shared value and the items that have it."""
+
+    key: Any
+    items: list[Any]
+
+
+def group_by(value: Any, path: str) -> list[Group]:
+    """Group by a field path; groups sorted by key (missing/null first, as ``None``).
+
+    Items keep their order inside a group. ``dict(x | group_by(...))`` gives a lookup table.
+    """
+    (compiled,) = _compile_paths([path], "group_by")
+    groups: dict[Any, list[Any]] = {}
+    for item in _items(value, "group_by"):
+        v = lookup(item, compiled)
+        k = None if v is MISSING else v
+        try:
+            groups.setdefault(k, []).append(item)
+        except TypeError:
+            raise FilterError(
+                f"group_by: value of {path} is a {type(k).__name__}, which cannot be a group key"
+            ) from None
+    try:
+        keys = sorted(groups, key=lambda k: (0, "") if k is None else (1, k))
+    except TypeError as exc:
+        raise FilterError(f"group_by: values of {path} cannot be compared ({exc})") from None
+    return [Group(k, groups[k]) for k in keys]
+
+
+FILTERS: Mapping[str, Callable[..., Any]] = {
+    "haproxy_quote": haproxy_quote,
+    "haproxy_arg": haproxy_arg,
+    "map_key": map_key,
+    "map_value": map_value,
+    "b64decode": b64decode,
+    "sort_by": sort_by,
+    "group_by": group_by,
+}

@@ -1,0 +1,534 @@
+"""Render a HAProxyTemplateConfig over a store view into a FileSet.
+
+A :class:`Renderer` is built once per spec: it parses and compiles every template, builds the
+render graph and settles everything that does not depend on resources (syntax errors, unknown
+references, cycles, bad output names). Each :meth:`Renderer.render` then only runs compiled
+code, so the reconcile loop and the admission webhook can render as often as they like.
+Neither construction nor rendering raises for anything a spec or a resource can contain;
+problems are diagnostics in the :class:`RenderResult`.
+
+Which outputs end up in the FileSet: those whose template rendered. An output whose
+``after_output`` hook reported an error is in it too (state ``failed``; its dependants are
+blocked) so reports can show the offending lines; the result is not ``ok`` either way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2 import Template, TemplateSyntaxError, meta, nodes
+from jinja2.parser import Parser
+
+from controller.diagnostics import Diagnostic, Location, Phase, Severity, TemplateLocation, make
+from controller.render.context import Outputs, PathFor, RenderedOutput, Resources
+from controller.render.environment import TemplateEnvironment
+from controller.render.errors import render_error, syntax_error
+from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
+from controller.render.filters import FILTERS
+from controller.render.graph import DYNAMIC, RenderGraph, TemplateRefs, build_graph, references
+from controller.render.result import OutputStatus, RenderInputs, RenderResult, SourceMap
+from controller.render.snippets import SHARED_NAMES, SnippetLoader, SnippetTemplate
+from controller.render.sourcemap import LazyLines
+from controller.resources.api import StoreView
+from controller.spec.models import HAProxyTemplateConfigSpec, Output
+
+AfterOutput = Callable[[str, RenderedOutput], Sequence[Diagnostic]]
+"""Called right after an output renders; an error-severity diagnostic fails that output and
+blocks every output that depends on it (the inline CEL rules use this)."""
+
+WHEN_SUFFIX = "#when"
+"""Template name of an output's ``when`` expression: ``hosts.map#when``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDef:
+    """One output of the spec: its name, where it deploys, and where its source lives."""
+
+    name: str
+    kind: FileKind
+    path: str
+    spec_path: str
+    """Where the output is defined in the spec, for messages (``maps['hosts.map']``)."""
+    output: Output
+
+
+_KINDS: tuple[tuple[str, FileKind], ...] = (
+    ("maps", FileKind.MAP),
+    ("files", FileKind.FILE),
+    ("certificates", FileKind.CERT),
+)
+
+
+def output_defs(spec: HAProxyTemplateConfigSpec) -> tuple[list[OutputDef], list[Diagnostic]]:
+    """The spec's outputs, named by key; bad or clashing names are diagnostics, not outputs."""
+    defs = [
+        OutputDef(MAIN_CONFIG, FileKind.CONFIG, MAIN_CONFIG, "haproxyConfig", spec.haproxy_config)
+    ]
+    diags: list[Diagnostic] = []
+    for spec_field, kind in _KINDS:
+        outputs: Mapping[str, Output] = getattr(spec, spec_field)
+        for name, out in outputs.items():
+            spec_path = f"{spec_field}[{name!r}]"
+            try:
+                path = path_for(kind, name)
+            except ValueError as exc:
+                diags.append(
+                    make(
+                        "E1011",
+                        Phase.RENDER,
+                        f"{spec_path}: {exc}",
+                        template_location=TemplateLocation(template=name),
+                    )
+                )
+                continue
+            defs.append(OutputDef(name, kind, path, spec_path, out))
+    by_name: dict[str, list[OutputDef]] = {}
+    for d in defs:
+        by_name.setdefault(d.name, []).append(d)
+    kept: list[OutputDef] = []
+    for name, group in by_name.items():
+        if len(group) == 1:
+            kept.append(group[0])
+            continue
+        where = ", ".join(d.spec_path for d in group)
+        diags.append(
+            make(
+                "E1010",
+                Phase.RENDER,
+                f"output name {name!r} is defined more than once ({where}); "
+                "outputs[...] and the source map could not tell them apart",
+                template_location=TemplateLocation(template=name),
+            )
+        )
+    return kept, diags
+
+
+@dataclass
+class _Compiled:
+    template: Template | None = None
+    when: Template | None = None
+    refs: list[TemplateRefs] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """An output that cannot render with this spec, whatever the resources."""
+
+    state: str  # "failed" (its own template is at fault) or "blocked" (a snippet's)
+    root: str  # the root cause, named in E1008 of dependants
+
+
+class Renderer:
+    """Compiled templates and render graph of one spec; :meth:`render` is cheap and reentrant."""
+
+    def __init__(self, spec: HAProxyTemplateConfigSpec) -> None:
+        self.spec = spec
+        self._loader = SnippetLoader()
+        self.environment = env = TemplateEnvironment(self._loader)
+        env.filters.update(FILTERS)
+        self._static: list[Diagnostic] = []
+        self._failures: dict[str, _Failure] = {}
+        self._free: dict[str, frozenset[str]] = {}
+
+        defs, name_diags = output_defs(spec)
+        self._static.extend(name_diags)
+        self.outputs: dict[str, OutputDef] = {d.name: d for d in defs}
+        known: dict[FileKind, set[str]] = {}
+        for d in defs:
+            known.setdefault(d.kind, set()).add(d.name)
+        self._path_for = PathFor({k: frozenset(v) for k, v in known.items()})
+
+        templates: dict[str, TemplateRefs] = {}
+        snippet_refs: dict[str, TemplateRefs | None] = {}
+        snippet_problem: dict[str, str] = {}
+        free: dict[str, frozenset[str]] = {}
+        for name, snippet in sorted(spec.template_snippets.items()):
+            tmpl, refs, diag = self._compile(name, snippet.template, None, snippet=True)
+            snippet_refs[name] = refs
+            if tmpl is None or refs is None:
+                assert diag is not None
+                self._static.append(diag)
+                snippet_problem[name] = f"snippet {name!r}: {diag.rule_id} {diag.message}"
+            else:
+                self._loader.templates[name] = tmpl
+                templates[name] = refs
+                free[name] = self._free.pop(name)
+        self._mark_pure(free, snippet_refs)
+
+        self._compiled: dict[str, _Compiled] = {}
+        for name, d in self.outputs.items():
+            c = self._compiled[name] = _Compiled()
+            c.template, refs, diag = self._compile(name, d.output.template, d.path)
+            if refs is not None:
+                c.refs.append(refs)
+                templates[name] = refs
+            if diag is not None:
+                self._fail(name, diag)
+            if d.output.when is not None:
+                c.when, when_refs, when_diag = self._compile_when(d, d.output.when)
+                if when_refs is not None:
+                    c.refs.append(when_refs)
+                    templates[name + WHEN_SUFFIX] = when_refs
+                if when_diag is not None:
+                    self._fail(name, when_diag)
+
+        self.graph: RenderGraph = build_graph(
+            self.outputs,
+            {n: c.refs for n, c in self._compiled.items()},
+            snippet_refs,
+            templates=templates,
+        )
+        self._settle_references(snippet_problem)
+        self._settle_cycles()
+        self._settle_snippet_users(snippet_problem)
+        self._order = (*self.graph.order, *sorted(set(self.outputs) - set(self.graph.order)))
+
+    # -- construction ------------------------------------------------------------------------
+
+    def _compile(
+        self, name: str, source: str, output_path: str | None, *, snippet: bool = False
+    ) -> tuple[Template | None, TemplateRefs | None, Diagnostic | None]:
+        env = self.environment
+        cls = SnippetTemplate if snippet else env.template_class
+        try:
+            tree = env.parse(source, name=name, filename=name)
+            refs = references(tree, name)
+            if snippet:
+                self._free[name] = frozenset(meta.find_undeclared_variables(tree))
+            code = env.compile(tree, name=name, filename=name)
+            return cls.from_code(env, code, env.make_globals(None)), refs, None
+        except TemplateSyntaxError as exc:
+            return None, None, syntax_error(exc, name, output_path=output_path)
+        except RecursionError:
+            diag = make(
+                "E1001",
+                Phase.RENDER,
+                "the template is nested too deeply to compile",
+                location=Location(file=output_path) if output_path else None,
+                template_location=TemplateLocation(template=name),
+            )
+            return None, None, diag
+        except Exception as exc:  # a bug of ours: report it, never raise
+            return None, None, _internal(exc, name, output_path)
+
+    def _mark_pure(
+        self, free: Mapping[str, frozenset[str]], refs: Mapping[str, TemplateRefs | None]
+    ) -> None:
+        """Which snippets evaluate the same for every output (see controller.render.snippets)."""
+        allowed = SHARED_NAMES | set(self.environment.globals)
+        verdict: dict[str, bool] = {}
+
+        def pure(name: str, visiting: frozenset[str]) -> bool:
+            if name in verdict:
+                return verdict[name]
+            r = refs.get(name)
+            if r is None or name in visiting or name not in free or not free[name] <= allowed:
+                return False
+            ok = all(s.name != DYNAMIC and pure(s.name, visiting | {name}) for s in r.snippets)
+            verdict[name] = ok
+            return ok
+
+        for name, tmpl in self._loader.templates.items():
+            if isinstance(tmpl, SnippetTemplate):
+                tmpl.pure = pure(name, frozenset())
+
+    def _compile_when(
+        self, d: OutputDef, source: str
+    ) -> tuple[Template | None, TemplateRefs | None, Diagnostic | None]:
+        env = self.environment
+        tname = d.name + WHEN_SUFFIX
+        try:
+            parser = Parser(env, source, name=tname, filename=tname, state="variable")
+            expr = parser.parse_expression()
+            if not parser.stream.eos:
+                raise TemplateSyntaxError(
+                    "unexpected text after the expression", parser.stream.current.lineno, tname
+                )
+            target = nodes.Name("result", "store", lineno=1)
+            tree = nodes.Template([nodes.Assign(target, expr, lineno=1)], lineno=1)
+            tree.set_environment(env)
+            refs = references(tree, tname)
+            code = env.compile(tree, name=tname, filename=tname)
+            return env.template_class.from_code(env, code, env.make_globals(None)), refs, None
+        except TemplateSyntaxError as exc:
+            diag = make(
+                "E1009",
+                Phase.RENDER,
+                f"`when` of {d.spec_path} does not parse: {exc.message}",
+                location=Location(file=d.path),
+                template_location=TemplateLocation(template=tname, line=exc.lineno),
+            )
+            return None, None, diag
+        except Exception as exc:
+            return None, None, _internal(exc, tname, d.path)
+
+    def _fail(self, name: str, diag: Diagnostic, state: str = "failed") -> None:
+        self._static.append(diag)
+        if name not in self._failures:
+            self._failures[name] = _Failure(state, f"{name}: {diag.rule_id} {diag.message}")
+
+    def _settle_references(self, snippet_problem: dict[str, str]) -> None:
+        """E1006/E1007 for constant references to undefined outputs and snippets."""
+        problems = [
+            ("E1006", ref, f"output {ref.name!r} is not defined", sorted(self.outputs))
+            for ref in self.graph.unknown_outputs
+        ] + [
+            (
+                "E1007",
+                ref,
+                f"snippet {ref.name!r} is not defined",
+                sorted(self.spec.template_snippets),
+            )
+            for ref in self.graph.missing_snippets
+        ]
+        for rule_id, ref, what, defined in problems:
+            message = f"{what} (defined: {', '.join(defined) or 'none'})"
+            owner = ref.template.removesuffix(WHEN_SUFFIX)
+            in_output = owner in self._compiled and ref.template not in self.spec.template_snippets
+            diag = make(
+                rule_id,
+                Phase.RENDER,
+                message,
+                location=Location(file=self.outputs[owner].path) if in_output else None,
+                template_location=TemplateLocation(template=ref.template, line=ref.line),
+            )
+            if in_output:
+                self._fail(owner, diag)
+            else:
+                self._static.append(diag)
+                snippet_problem.setdefault(
+                    ref.template, f"snippet {ref.template!r}: {rule_id} {message}"
+                )
+
+    def _settle_cycles(self) -> None:
+        for cycle in self.graph.cycles:
+            text = self.graph.format_cycle(cycle)
+            diag = make(
+                "E1005",
+                Phase.RENDER,
+                f"render cycle: {text}",
+                location=Location(file=self.outputs[cycle[0]].path),
+                template_location=self._reference_to(cycle[0], cycle[1]),
+            )
+            self._static.append(diag)
+            for member in cycle[:-1]:
+                self._failures.setdefault(member, _Failure("failed", f"render cycle {text}"))
+
+    def _reference_to(self, source: str, target: str) -> TemplateLocation:
+        """Where ``source`` (or a snippet it uses) refers to output ``target``."""
+        candidates = list(self._compiled[source].refs)
+        candidates += [
+            self.graph.templates[s]
+            for s in sorted(self.graph.snippets.get(source, ()))
+            if s in self.graph.templates
+        ]
+        for wanted in (target, DYNAMIC):
+            for refs in candidates:
+                for r in refs.outputs:
+                    if r.name == wanted:
+                        return TemplateLocation(template=r.template, line=r.line)
+        return TemplateLocation(template=source)
+
+    def _settle_snippet_users(self, snippet_problem: dict[str, str]) -> None:
+        """Outputs that use a broken snippet can never render; name the snippet's problem."""
+        for name in sorted(self.outputs):
+            if name in self._failures:
+                continue
+            for s in sorted(self.graph.snippets.get(name, ())):
+                if s in snippet_problem:
+                    self._failures[name] = _Failure("blocked", snippet_problem[s])
+                    self._static.append(self._blocked(name, snippet_problem[s]))
+                    break
+
+    def _blocked(self, name: str, root: str, via: str | None = None) -> Diagnostic:
+        d = self.outputs[name]
+        because = f"it depends on output {via!r}, which did not render; " if via else ""
+        return make(
+            "E1008",
+            Phase.RENDER,
+            f"{d.spec_path} was not rendered: {because}root cause: {root}",
+            location=Location(file=d.path),
+            template_location=TemplateLocation(template=name),
+        )
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Problems found when compiling the spec; every render reports them too."""
+        return tuple(self._static)
+
+    @property
+    def shared_snippets(self) -> frozenset[str]:
+        """Snippets evaluated once per render however many outputs import them (see
+        :mod:`controller.render.snippets`); ``htc lint`` can point out the others."""
+        return frozenset(
+            n
+            for n, t in self._loader.templates.items()
+            if isinstance(t, SnippetTemplate) and t.pure
+        )
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def render(
+        self,
+        view: StoreView,
+        *,
+        http: Mapping[str, str] | None = None,
+        extra_context: Mapping[str, Any] | None = None,
+        after_output: AfterOutput | None = None,
+    ) -> RenderResult:
+        """Render every output in graph order. Never raises."""
+        try:
+            return self._render(view, http, extra_context, after_output)
+        except Exception as exc:  # a bug of ours; the caller still gets a result
+            diag = _internal(exc, "render", None)
+            return RenderResult(FileSet(), diagnostics=(*self._static, diag))
+
+    def _render(
+        self,
+        view: StoreView,
+        http: Mapping[str, str] | None,
+        extra_context: Mapping[str, Any] | None,
+        after_output: AfterOutput | None,
+    ) -> RenderResult:
+        started = time.perf_counter()
+        diags = list(self._static)
+        statuses: dict[str, OutputStatus] = {}
+        root: dict[str, str] = {}
+        for name, failure in self._failures.items():
+            statuses[name] = OutputStatus(
+                name, self.outputs[name].path, failure.state, failure.root
+            )
+            root[name] = failure.root
+        rendered: dict[str, RenderedOutput] = {}
+        skipped: set[str] = set()
+        entries: list[FileEntry] = []
+        pieces_by_path: dict[str, list[str]] = {}
+        try:
+            resources = Resources(view)
+            base: dict[str, Any] = {
+                "resources": resources,
+                "http": dict(http or {}),
+                "extraContext": {**self.spec.extra_context, **(extra_context or {})},
+                "path_for": self._path_for,
+            }
+            resources._base = base
+        except Exception as exc:  # a broken store view: nothing can render
+            diags.append(make("F0001", Phase.RENDER, f"cannot read the resources: {exc!r}"))
+            return RenderResult(FileSet(), diagnostics=tuple(diags), outputs=statuses)
+
+        for name in self._order:
+            if name in statuses:
+                continue
+            d = self.outputs[name]
+            deps = self.graph.dependencies.get(name, frozenset())
+            bad = sorted(x for x in deps if x in root)
+            if bad:
+                root[name] = root[bad[0]]
+                diags.append(self._blocked(name, root[name], via=bad[0]))
+                statuses[name] = OutputStatus(name, d.path, "blocked", root[name])
+                continue
+            ctx = dict(base)
+            ctx["outputs"] = Outputs(
+                {x: rendered[x] for x in deps if x in rendered}, frozenset(deps & skipped)
+            )
+            compiled = self._compiled[name]
+            if compiled.when is not None:
+                verdict = self._evaluate_when(d, compiled.when, ctx)
+                if isinstance(verdict, Diagnostic):
+                    diags.append(verdict)
+                    root[name] = f"{name}: {verdict.rule_id} {verdict.message}"
+                    statuses[name] = OutputStatus(name, d.path, "failed", verdict.message)
+                    continue
+                if not verdict:
+                    skipped.add(name)
+                    statuses[name] = OutputStatus(name, d.path, "skipped", "`when` is false")
+                    continue
+            template = compiled.template
+            if template is None:  # cannot happen: outputs that did not compile have failures
+                continue
+            try:
+                pieces = list(template.root_render_func(template.new_context(ctx)))
+                text = "".join(pieces)
+                content = text.encode()
+            except Exception as exc:
+                diag = render_error(exc, output_path=d.path, fallback_template=name)
+                diags.append(diag)
+                root[name] = f"{name}: {diag.rule_id} {diag.message}"
+                statuses[name] = OutputStatus(name, d.path, "failed", diag.message)
+                continue
+            out = RenderedOutput(name, d.kind, d.path, text)
+            rendered[name] = out
+            entries.append(FileEntry(d.path, d.kind, content))
+            pieces_by_path[d.path] = pieces
+            statuses[name] = OutputStatus(name, d.path, "rendered")
+            if after_output is not None:
+                hook_failure = self._after(after_output, name, out, diags)
+                if hook_failure is not None:
+                    root[name] = hook_failure
+                    statuses[name] = OutputStatus(name, d.path, "failed", hook_failure)
+
+        return RenderResult(
+            files=FileSet.of(entries),
+            source_map=SourceMap(LazyLines(pieces_by_path)),
+            diagnostics=tuple(diags),
+            outputs={n: statuses[n] for n in sorted(statuses)},
+            render_ms=(time.perf_counter() - started) * 1000,
+            inputs=RenderInputs(view, base["http"], base["extraContext"]),
+        )
+
+    def _evaluate_when(
+        self, d: OutputDef, when: Template, ctx: dict[str, Any]
+    ) -> bool | Diagnostic:
+        try:
+            context = when.new_context(ctx)
+            for _ in when.root_render_func(context):
+                pass
+            return bool(context.vars["result"])
+        except Exception as exc:
+            diag = render_error(
+                exc,
+                output_path=d.path,
+                fallback_template=d.name + WHEN_SUFFIX,
+                prefix=f"`when` of {d.spec_path}: ",
+            )
+            return make(
+                "E1009",
+                Phase.RENDER,
+                diag.message,
+                location=diag.location,
+                template_location=diag.template_location,
+                object=diag.object,
+            )
+
+    def _after(
+        self, hook: AfterOutput, name: str, out: RenderedOutput, diags: list[Diagnostic]
+    ) -> str | None:
+        try:
+            found = list(hook(name, out))
+        except Exception as exc:
+            found = [
+                make(
+                    "F0001",
+                    Phase.RENDER,
+                    f"after_output hook raised for {name}: {type(exc).__name__}: {exc}",
+                    location=Location(file=out.path),
+                )
+            ]
+        diags.extend(found)
+        errors = [d for d in found if d.severity.rank <= Severity.ERROR.rank]
+        if not errors:
+            return None
+        return f"{name}: {errors[0].rule_id} {errors[0].message}"
+
+
+def _internal(exc: BaseException, template: str, output_path: str | None) -> Diagnostic:
+    return make(
+        "F0001",
+        Phase.RENDER,
+        f"{template}: unexpected {type(exc).__name__} while rendering: {exc}",
+        location=Location(file=output_path) if output_path else None,
+        template_location=TemplateLocation(template=template),
+    )

@@ -1,0 +1,218 @@
+"""Source maps that stay exact through includes, macros and ``{% set %}`` blocks.
+
+Jinja2 only knows template lines while code runs; once a macro has returned a string, where
+each of its lines came from is gone. So the origin travels *with the text*, without changing
+what templates see:
+
+* The code generator (:class:`TracingCodeGenerator`) turns every piece of literal template
+  text into a module constant of type :class:`Traced` — a ``str`` subclass that carries the
+  template locations of the lines it spans — and puts an empty ``Traced`` *marker* in front of
+  every ``{{ expression }}`` output. Both are built once per compiled template, so rendering
+  allocates nothing extra for them.
+* Whenever Jinja2 joins a buffer (macro bodies, ``caller()``, ``{% set %}`` and
+  ``{% filter %}`` blocks) it calls ``environment.concat``; ours returns a ``Traced`` whose
+  origin is the list of joined pieces, so a macro's result still knows its lines when it is
+  output, however deeply it was nested.
+* Markers are empty strings, so joins, comparisons, ``length`` and every filter behave exactly
+  as without tracing. A value that passed through a filter (``{{ m() | indent(4) }}``) is a
+  plain string again: its lines are attributed to the line of that expression.
+
+:func:`line_sources` walks the top-level pieces once, after rendering, and assigns to each
+rendered line the location of the first piece that put a character on it.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from collections.abc import Iterable
+
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+
+from controller.diagnostics import TemplateLocation
+
+Locs = tuple[TemplateLocation, ...]
+"""Locations of the lines a piece spans: ``locs[k]`` is where its ``k``-th newline leads."""
+
+
+class Traced(str):
+    """A string that knows where it came from.
+
+    ``_src`` is a tuple of locations for template text and markers, a list of pieces for
+    joined buffers, or None when the origin is unknown (e.g. ``str.format`` on a traced
+    string builds a new one).
+    """
+
+    __slots__ = ("_src",)
+    _src: Locs | list[str] | None
+
+    def __new__(cls, value: object = "", src: Locs | list[str] | None = None) -> Traced:
+        obj = str.__new__(cls, value)
+        obj._src = src
+        return obj
+
+
+def join_traced(pieces: Iterable[str]) -> Traced:
+    """``environment.concat``: join like ``"".join`` and remember the pieces."""
+    parts = pieces if isinstance(pieces, list) else list(pieces)
+    return Traced("".join(parts), parts)
+
+
+def to_text(value: object) -> str:
+    """Expression output: keep a traced macro result as it is, stringify everything else."""
+    if type(value) is Traced:
+        return value
+    return str(value)
+
+
+def line_sources(pieces: Iterable[str]) -> list[TemplateLocation | None]:
+    """Location of every rendered line of ``"".join(pieces)``, in order.
+
+    A line's location is that of the first non-empty piece that contributes a character to
+    it. Pieces of unknown origin inherit the last marker's location.
+    """
+    out: list[TemplateLocation | None] = []
+    pending = True  # the current line has no owner yet
+    cur: Locs | None = None
+    stack = [iter(pieces)]
+    unknown: Locs = ()
+    while stack:
+        for piece in stack[-1]:
+            if type(piece) is Traced:
+                src = piece._src
+                if type(src) is list:
+                    stack.append(iter(src))
+                    break
+                if not piece:
+                    if src is not None:
+                        cur = src  # type: ignore[assignment]
+                    continue
+                locs: Locs = src if src is not None else (cur or unknown)  # type: ignore[assignment]
+            else:
+                if not piece:
+                    continue
+                locs = cur or unknown
+            first = locs[0] if locs else None
+            if pending:
+                out.append(first)
+            n = piece.count("\n")
+            if n:
+                if len(locs) > n:
+                    out.extend(locs[1 : n + 1])
+                elif len(locs) > 1:
+                    out.extend(locs[1:])
+                    out.extend([locs[-1]] * (n + 1 - len(locs)))
+                else:
+                    out.extend([first] * n)
+                if piece[-1] == "\n":
+                    out.pop()
+                    pending = True
+                else:
+                    pending = False
+            else:
+                pending = False
+        else:
+            stack.pop()
+    return out
+
+
+class TracingCodeGenerator(CodeGenerator):
+    """Jinja2's code generator, emitting traced constants and markers for every output.
+
+    Output generation changes, and attribute reads on stored objects get an inline fast path
+    (:meth:`visit_Getattr`); control flow, scoping and the sandbox's call and attribute
+    interception are Jinja2's own. Constants are appended to the module after the functions
+    (they are looked up when the functions run, not when they are defined).
+    """
+
+    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._htc_consts: list[str] = []
+
+    def _htc_const(self, expr: str) -> str:
+        ident = f"t_htc{len(self._htc_consts)}"
+        self._htc_consts.append(f"{ident} = {expr}")
+        return ident
+
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        super().visit_Template(node, frame)
+        self.writeline("t_htc_str = environment.htc_text")
+        self.writeline("t_htc_maps = environment.htc_mappings")
+        for line in self._htc_consts:
+            self.writeline(line)
+
+    def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
+        """``obj.name`` on a stored object without a call into the environment.
+
+        For the exact mapping types in ``environment.htc_mappings`` and a name that is not an
+        attribute of those types (decided here, at compile time), Jinja2's sandboxed
+        ``getattr`` would fail the attribute lookup and return the item; this emits that
+        outcome inline. Everything else, including a missing key, goes through
+        ``environment.getattr`` as usual.
+        """
+        attrs: frozenset[str] | None = getattr(self.environment, "htc_mapping_attrs", None)
+        if (
+            attrs is None
+            or node.ctx != "load"
+            or self.environment.is_async
+            or node.attr in attrs
+            or node.attr.startswith("_")
+        ):
+            super().visit_Getattr(node, frame)
+            return
+        key = repr(node.attr)
+        self.write(f"(t_htc_o[{key}] if type(t_htc_o := ")
+        self.visit(node.node, frame)
+        self.write(
+            f") in t_htc_maps and {key} in t_htc_o else environment.getattr(t_htc_o, {key}))"
+        )
+
+    def _htc_mark(self, node: nodes.Node, frame: Frame) -> None:
+        """A marker in the current stream, for output Jinja2 yields without visit_Output."""
+        marker = self._htc_const(f"environment.htc_marker(name, {node.lineno})")
+        if frame.buffer is None:
+            self.writeline(f"yield {marker}")
+        else:
+            self.writeline(f"{frame.buffer}.append({marker})")
+
+    def visit_FilterBlock(self, node: nodes.FilterBlock, frame: Frame) -> None:
+        self._htc_mark(node, frame)
+        super().visit_FilterBlock(node, frame)
+
+    def visit_CallBlock(self, node: nodes.CallBlock, frame: Frame) -> None:
+        self._htc_mark(node, frame)
+        super().visit_CallBlock(node, frame)
+
+    def visit_Output(self, node: nodes.Output, frame: Frame) -> None:
+        if frame.require_output_check:
+            if self.has_known_extends:
+                return
+            self.writeline("if parent_template is None:")
+            self.indent()
+        items: list[str | nodes.Expr] = []
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                if child.data:
+                    items.append(
+                        self._htc_const(
+                            f"environment.htc_chunk({child.data!r}, name, {child.lineno})"
+                        )
+                    )
+            else:
+                items.append(self._htc_const(f"environment.htc_marker(name, {child.lineno})"))
+                items.append(child)
+        for item in items:
+            if isinstance(item, str):
+                if frame.buffer is None:
+                    self.writeline(f"yield {item}")
+                else:
+                    self.writeline(f"{frame.buffer}.append({item})")
+            else:
+                if frame.buffer is None:
+                    self.writeline("yield t_htc_str(", item)
+                else:
+                    self.writeline(f"{frame.buffer}.append(t_htc_str(", item)
+                self.visit(item, frame)
+                self.write(")" if frame.buffer is None else "))")
+        if frame.require_output_check:
+            self.outdent()

@@ -1,0 +1,274 @@
+"""One collection: its compiled configuration, its copy-on-write state, and a read view.
+
+State is a dict (identity → entry) plus a list of entries sorted by (index key, identity).
+Prefix lookups bisect the list, so ``fetch(namespace, name)`` is O(log n) and ``fetch(ns)``
+is O(log n + matches). The store mutates a state in place until a snapshot shares it; from
+then on the state is frozen and the next change copies it first. Taking a snapshot therefore
+costs O(collections), and only the first change per collection after a snapshot pays an
+O(objects) copy (two C-level memcpy-like copies; see ``bench/store_memory.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.diagnostics import Diagnostic, ObjectRef, Phase, make
+from controller.resources.api import (
+    AmbiguousLookup,
+    Entry,
+    IndexKey,
+    K8sObject,
+    ObjectKey,
+    TooManyKeys,
+)
+from controller.resources.frozen import freeze
+from controller.resources.paths import (
+    MISSING,
+    FieldPath,
+    StripTree,
+    format_path,
+    lookup,
+    parse_path,
+    scalar_text,
+    strip_tree,
+)
+from controller.spec.models import WatchedResource
+
+_NAMESPACE_PATH: FieldPath = ("metadata", "namespace")
+
+
+class InvalidObject(ValueError):
+    """An object without ``metadata.name`` cannot be stored; it has no identity."""
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
+    """(namespace, name) from metadata; raises :class:`InvalidObject` without a name."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise InvalidObject("object has no metadata.name, so it has no identity in the store")
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return (ns if isinstance(ns, str) else "", name)
+
+
+def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return ObjectRef(
+        api_version=obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else None,
+        kind=obj.get("kind") if isinstance(obj.get("kind"), str) else None,
+        namespace=meta.get("namespace") if isinstance(meta.get("namespace"), str) else None,
+        name=meta.get("name") if isinstance(meta.get("name"), str) else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionConfig:
+    """A watched collection's paths, parsed once (parse errors surface at configuration)."""
+
+    name: str
+    watched: WatchedResource
+    index_paths: tuple[FieldPath, ...]
+    strip: StripTree
+
+    @classmethod
+    def compile(cls, name: str, watched: WatchedResource) -> CollectionConfig:
+        """Raises FieldPathError (see :func:`controller.resources.checks.check_watched`)."""
+        index_paths = tuple(parse_path(p) for p in watched.index_by)
+        strip = strip_tree([parse_path(p) for p in watched.ignore_fields])
+        return cls(name, watched, index_paths, strip)
+
+    @property
+    def index_by(self) -> tuple[str, ...]:
+        return tuple(self.watched.index_by)
+
+    def prepare(self, obj: Mapping[str, Any]) -> tuple[Entry, tuple[Diagnostic, ...]]:
+        """Strip, freeze and key ``obj``; warnings for index fields it lacks.
+
+        An object that lacks an index field is still stored, under "" for that field: dropping
+        it would hide it from every template, which is worse than a visible warning. An absent
+        ``metadata.namespace`` is not warned about: that is how cluster-scoped objects look.
+        """
+        key = object_key(obj)
+        frozen = freeze(obj, self.strip)
+        parts: list[str] = []
+        problems: list[str] = []
+        for path in self.index_paths:
+            value = lookup(frozen, path)
+            text = None if value is MISSING or value is None else scalar_text(value)
+            if text is None:
+                if value is MISSING or value is None:
+                    if path != _NAMESPACE_PATH:
+                        problems.append(f"{format_path(path)} is missing")
+                else:
+                    problems.append(
+                        f"{format_path(path)} is a {type(value).__name__}, not a scalar"
+                    )
+                text = ""
+            parts.append(text)
+        diags: tuple[Diagnostic, ...] = ()
+        if problems:
+            diags = (
+                make(
+                    "W8011",
+                    Phase.SPEC,
+                    f"collection {self.name!r}: {', '.join(problems)} on "
+                    f'{_display(key)}; it is indexed under "" for that field',
+                    object=object_ref(obj),
+                ),
+            )
+        return Entry(tuple(parts), key, frozen), diags
+
+
+def _display(key: ObjectKey) -> str:
+    return f"{key[0]}/{key[1]}" if key[0] else key[1]
+
+
+class CollectionState:
+    """The objects of one collection; mutable until ``shared`` is set, then never again."""
+
+    __slots__ = ("by_key", "order", "shared")
+
+    def __init__(self, by_key: dict[ObjectKey, Entry], order: list[Entry]) -> None:
+        self.by_key = by_key
+        self.order = order
+        self.shared = False
+
+    @classmethod
+    def empty(cls) -> CollectionState:
+        return cls({}, [])
+
+    def copy(self) -> CollectionState:
+        return CollectionState(dict(self.by_key), list(self.order))
+
+    def put(self, entry: Entry) -> Entry | None:
+        """Insert or replace by identity; returns the replaced entry."""
+        assert not self.shared, "a shared collection state must be copied before writing"
+        old = self.by_key.get(entry.key)
+        if old is not None:
+            del self.order[self._position(old)]
+        self.by_key[entry.key] = entry
+        self.order.insert(bisect_left(self.order, (entry.index_key, entry.key)), entry)
+        return old
+
+    def remove(self, key: ObjectKey) -> Entry | None:
+        assert not self.shared, "a shared collection state must be copied before writing"
+        old = self.by_key.pop(key, None)
+        if old is not None:
+            del self.order[self._position(old)]
+        return old
+
+    def _position(self, entry: Entry) -> int:
+        pos = bisect_left(self.order, (entry.index_key, entry.key))
+        assert self.order[pos].key == entry.key
+        return pos
+
+    def prefix(self, prefix: IndexKey) -> list[Entry]:
+        if not prefix:
+            return list(self.order)
+        order = self.order
+        k = len(prefix)
+        i = bisect_left(order, (prefix,))
+        out: list[Entry] = []
+        while i < len(order) and order[i].index_key[:k] == prefix:
+            out.append(order[i])
+            i += 1
+        return out
+
+
+def normalise_keys(collection: str, index_by: Sequence[str], keys: Sequence[Any]) -> IndexKey:
+    """Check the number of keys and spell them as stored (templates may pass numbers)."""
+    if len(keys) > len(index_by):
+        raise TooManyKeys(
+            f"collection {collection!r} is indexed by {len(index_by)} field(s) "
+            f"({', '.join(index_by)}) but the lookup passed {len(keys)} keys: {list(keys)!r}"
+        )
+    out: list[str] = []
+    for k in keys:
+        text = scalar_text(k)
+        out.append(text if text is not None else str(k))
+    return tuple(out)
+
+
+class CollectionViewBase:
+    """fetch/list/get_single/iteration over ``entries()``, shared by every view kind."""
+
+    __slots__ = ()
+    name: str
+
+    @property
+    def index_by(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def entries(self, *keys: str) -> builtins.list[Entry]:
+        raise NotImplementedError
+
+    def entry(self, key: ObjectKey) -> Entry | None:
+        raise NotImplementedError
+
+    def get(self, key: ObjectKey) -> K8sObject | None:
+        found = self.entry(key)
+        return found.obj if found is not None else None
+
+    def list(self) -> builtins.list[K8sObject]:
+        return [e.obj for e in self.entries()]
+
+    def fetch(self, *keys: str) -> builtins.list[K8sObject]:
+        return [e.obj for e in self.entries(*keys)]
+
+    def get_single(self, *keys: str) -> K8sObject | None:
+        found = self.entries(*keys)
+        if not found:
+            return None
+        if len(found) > 1:
+            shown = ", ".join(_display(e.key) for e in found[:5])
+            more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+            raise AmbiguousLookup(
+                f"resources.{self.name}.get_single({', '.join(repr(k) for k in keys)}) matched "
+                f"{len(found)} objects ({shown}{more}); collection {self.name!r} is indexed by "
+                f"{', '.join(self.index_by)}: pass more keys or use fetch()"
+            )
+        return found[0].obj
+
+    def __iter__(self) -> Iterator[K8sObject]:
+        return iter(self.list())
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ({len(self)} objects)>"
+
+
+class StateView(CollectionViewBase):
+    """A view over one fixed, shared state (a snapshot's collection)."""
+
+    __slots__ = ("_config", "_state", "name")
+
+    def __init__(self, config: CollectionConfig, state: CollectionState) -> None:
+        self.name = config.name
+        self._config = config
+        self._state = state
+
+    @property
+    def index_by(self) -> tuple[str, ...]:
+        return self._config.index_by
+
+    def entries(self, *keys: str) -> builtins.list[Entry]:
+        return self._state.prefix(normalise_keys(self.name, self._config.index_by, keys))
+
+    def entry(self, key: ObjectKey) -> Entry | None:
+        return self._state.by_key.get(key)
+
+    def prepare(self, obj: Mapping[str, Any]) -> Entry:
+        return self._config.prepare(obj)[0]
+
+    def __len__(self) -> int:
+        return len(self._state.by_key)

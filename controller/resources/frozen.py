@@ -1,0 +1,89 @@
+"""Read-only copies of Kubernetes objects.
+
+Stored objects are shared by every snapshot, overlay and render, so nothing that reads them may
+change them. Freezing turns mappings into :class:`FrozenDict` and lists into tuples:
+
+* ``FrozenDict`` subclasses ``dict`` so that ``json.dumps``, ``isinstance(x, dict)`` checks in
+  libraries, Jinja2's attribute fallback and CEL bindings keep working, while every mutating
+  method raises ``TypeError``. Jinja2's ``ImmutableSandboxedEnvironment`` additionally refuses
+  to call those methods because a ``dict`` subclass is a known mutable type.
+* Tuples are smaller than lists and cannot be changed at all.
+* Mapping keys and short string values are interned: every Ingress repeats ``metadata``,
+  ``name``, ``namespace``, ``Prefix`` … and one shared string per spelling saves a large part
+  of an object's footprint (see ``bench/store_memory.py``).
+
+The guarantee covers the public API, not deliberate bypasses such as ``dict.__setitem__(d, …)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from controller.resources.paths import StripTree
+
+_intern = sys.intern
+_INTERN_MAX = 32
+"""Short string values repeat across objects ("TCP", "Prefix", namespace and node names);
+sharing them saved ~16% per object in ``bench/store_memory.py``. Longer ones rarely repeat."""
+
+
+def _readonly(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise TypeError("stored objects are read-only; use controller.resources.thaw() for a copy")
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` whose mutating methods raise ``TypeError``."""
+
+    __slots__ = ()
+
+    __setitem__ = _readonly
+    __delitem__ = _readonly
+    __ior__ = _readonly
+    clear = _readonly
+    pop = _readonly
+    popitem = _readonly
+    setdefault = _readonly
+    update = _readonly
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        # copy/deepcopy/pickle would otherwise rebuild the object through __setitem__.
+        return (FrozenDict, (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+def freeze(value: Any, strip: StripTree | None = None) -> Any:
+    """A read-only deep copy of ``value`` without the keys in ``strip``."""
+    if isinstance(value, Mapping):
+        if isinstance(value, FrozenDict) and not strip:
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if strip is not None and key in strip:
+                sub = strip[key]
+                if sub is None:
+                    continue
+                out[_intern(key) if type(key) is str else key] = freeze(item, sub)
+            else:
+                out[_intern(key) if type(key) is str else key] = freeze(item)
+        return FrozenDict(out)
+    if isinstance(value, list | tuple):
+        return tuple([freeze(item) for item in value])
+    if type(value) is str and len(value) <= _INTERN_MAX:
+        return _intern(value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable deep copy (dicts and lists), for code that must edit or serialise it."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(item) for item in value]
+    return value

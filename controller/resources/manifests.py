@@ -1,0 +1,206 @@
+"""Kubernetes manifests from YAML/JSON files and directories, with file:line for each object.
+
+The local adapters feed the store from files, so every problem must point at a file and line
+and never raise: a bad file yields E8002 (and none of its objects), an object without
+identity E8003, and every other file still loads. YAML is read by the config loader's reader,
+the way the API server sees it: timestamps stay strings, duplicate keys and alias bombs are
+refused.
+
+Directories are read recursively in sorted order; hidden entries (``.git``, editor swap
+files, and the ``..data`` links of a mounted ConfigMap, whose targets are visible anyway)
+are skipped. A file named explicitly is always read, whatever its suffix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.spec.loader import PathKey, read_documents
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One object and where it was defined (1-based line of the document or List item)."""
+
+    obj: dict[str, Any]
+    file: Path
+    line: int
+
+
+def _diag(rule: str, file: Path, line: int | None, message: str) -> Diagnostic:
+    return make(rule, Phase.SPEC, message, location=Location(file=str(file), line=line))
+
+
+def iter_manifest_files(root: Path) -> Iterator[Path]:
+    """Manifest files under ``root`` in sorted order; hidden names are skipped.
+
+    Symlinked directories are followed once (loops are cut by real path).
+    """
+    seen: set[str] = set()
+
+    def walk(d: Path) -> Iterator[Path]:
+        real = os.path.realpath(d)
+        if real in seen:
+            return
+        seen.add(real)
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            return
+        for name in names:
+            if name.startswith("."):
+                continue
+            p = d / name
+            if p.is_dir():
+                yield from walk(p)
+            elif p.suffix.lower() in SUFFIXES and p.is_file():
+                yield p
+
+    yield from walk(root)
+
+
+def load_manifests(paths: Sequence[Path]) -> tuple[list[Manifest], list[Diagnostic]]:
+    """Every object in ``paths`` (files or directories), and every problem found. Never raises."""
+    manifests: list[Manifest] = []
+    diagnostics: list[Diagnostic] = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            files: list[Path] = list(iter_manifest_files(path))
+        else:
+            files = [path]
+        for f in files:
+            found, problems = load_file(f)
+            manifests += found
+            diagnostics += problems
+    return manifests, diagnostics
+
+
+def load_file(path: Path) -> tuple[list[Manifest], list[Diagnostic]]:
+    """The objects of one file and its problems. Never raises."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return [], [_diag("E8002", path, None, f"cannot read: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return [], [_diag("E8002", path, None, f"not UTF-8 text: {exc.reason}")]
+    if path.suffix.lower() == ".json":
+        return parse_json(text, path)
+    return parse_yaml(text, path)
+
+
+def parse_json(text: str, file: Path) -> tuple[list[Manifest], list[Diagnostic]]:
+    """One JSON document (an object or a List); duplicate keys are refused as in YAML."""
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as exc:
+        line = getattr(exc, "lineno", None)
+        reason = getattr(exc, "msg", None) or str(exc)
+        return [], [_diag("E8002", file, line, f"invalid JSON: {reason}")]
+    out: list[Manifest] = []
+    diags: list[Diagnostic] = []
+    _collect(doc, {}, (), file, 1, out, diags)
+    return out, diags
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def parse_yaml(text: str, file: Path) -> tuple[list[Manifest], list[Diagnostic]]:
+    """All documents of a YAML stream, or none and E8002 when any part is broken.
+
+    Reading is shared with the config loader (same line numbers, duplicate-key and alias
+    checks), and is all-or-nothing per file: a half-saved file must not look like a file
+    from which objects were removed.
+    """
+    docs, problems = read_documents(text, str(file))
+    if problems:
+        return [], problems
+    out: list[Manifest] = []
+    diags: list[Diagnostic] = []
+    for doc, lines in docs:
+        _collect(doc, lines, (), file, lines[()], out, diags)
+    return out, diags
+
+
+def _collect(
+    doc: Any,
+    lines: Mapping[PathKey, int],
+    at: PathKey,
+    file: Path,
+    line: int,
+    out: list[Manifest],
+    diags: list[Diagnostic],
+    defaults: tuple[str, str] | None = None,
+) -> None:
+    if doc is None:
+        return  # an empty document (e.g. a trailing ---)
+    if not isinstance(doc, dict):
+        diags.append(
+            _diag(
+                "E8003",
+                file,
+                line,
+                f"a manifest must be a mapping, not a {_kind_of(doc)}",
+            )
+        )
+        return
+    if defaults is not None:
+        api_version, kind = defaults
+        doc = {"apiVersion": api_version, "kind": kind, **doc}
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        # Items of a typed list (IngressList) may omit apiVersion/kind; a plain List may not.
+        item_defaults = None
+        if kind != "List" and isinstance(doc.get("apiVersion"), str):
+            item_defaults = (doc["apiVersion"], kind[: -len("List")])
+        for i, item in enumerate(doc["items"]):
+            path = (*at, "items", i)
+            item_line = lines.get(path, line)
+            _collect(item, lines, path, file, item_line, out, diags, item_defaults)
+        return
+    problem = _identity_problem(doc)
+    if problem:
+        diags.append(_diag("E8003", file, line, problem))
+        return
+    out.append(Manifest(doc, file, line))
+
+
+def _identity_problem(doc: Mapping[str, Any]) -> str | None:
+    missing = [f for f in ("apiVersion", "kind") if not isinstance(doc.get(f), str) or not doc[f]]
+    meta = doc.get("metadata")
+    if not isinstance(meta, Mapping):
+        missing.append("metadata.name")
+    else:
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            missing.append("metadata.name")
+        ns = meta.get("namespace")
+        if ns is not None and not isinstance(ns, str):
+            return "metadata.namespace must be a string"
+    if missing:
+        what = doc.get("kind") if isinstance(doc.get("kind"), str) else "object"
+        return f"{what} lacks {', '.join(missing)}"
+    return None
+
+
+def _kind_of(value: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )

@@ -1,0 +1,131 @@
+"""The human format: what a person at a terminal needs to fix the problem.
+
+Each finding shows the rendered line with a caret under the offending span (the rendered
+config is what HAProxy saw), the template line that produced it (where the fix goes), and the
+registry's fix hint. Lines of certificate files are never shown: they may hold key material.
+"""
+
+from __future__ import annotations
+
+from controller.diagnostics import Diagnostic, Severity
+from controller.render import FileKind, RenderResult
+from controller.validation.report import ValidationReport
+
+__all__ = ["format_text"]
+
+_MAX_LINE = 200
+
+
+def _source_line(render: RenderResult | None, path: str, line: int) -> str | None:
+    if render is None:
+        return None
+    entry = render.files.get(path)
+    if entry is None or entry.kind is FileKind.CERT:
+        return None
+    lines = entry.content.decode("utf-8", errors="replace").splitlines()
+    if not 1 <= line <= len(lines):
+        return None
+    return lines[line - 1]
+
+
+def _caret(text: str, column: int, end_column: int | None) -> str:
+    """Carets under columns ``column..end_column`` (1-based, inclusive); tabs kept so the
+    carets line up with the text above them in any terminal."""
+    start = max(column, 1)
+    end = max(end_column or start, start)
+    end = min(end, max(len(text), start))
+    pad = "".join("\t" if c == "\t" else " " for c in text[: start - 1])
+    return pad + "^" * (end - start + 1)
+
+
+def _where(d: Diagnostic) -> str:
+    loc = d.location
+    if loc is None:
+        return ""
+    out = loc.file
+    if loc.line is not None:
+        out += f":{loc.line}"
+        if loc.column is not None:
+            out += f":{loc.column}"
+    return out + ": "
+
+
+def _label(d: Diagnostic) -> str:
+    declared = Severity.from_prefix(d.rule_id)
+    if d.severity is not declared:
+        return f"{d.severity.value} (strict, was {declared.value})"
+    return d.severity.value
+
+
+def _diagnostic(d: Diagnostic, render: RenderResult | None) -> list[str]:
+    out = [f"{_where(d)}{_label(d)} {d.rule_id} [{d.phase.value}] {d.message}"]
+    loc = d.location
+    if loc is not None and loc.line is not None:
+        text = _source_line(render, loc.file, loc.line)
+        if text is not None:
+            if len(text) > _MAX_LINE:
+                text = text[:_MAX_LINE] + "…"
+            gutter = f"{loc.line:>5} | "
+            out.append(gutter + text)
+            if loc.column is not None:
+                out.append(
+                    " " * (len(gutter) - 2) + "| " + _caret(text, loc.column, loc.end_column)
+                )
+    if d.template_location is not None:
+        t = d.template_location
+        out.append(f"      template: {t.template}" + (f":{t.line}" if t.line else ""))
+    if d.object is not None:
+        o = d.object
+        name = "/".join(p for p in (o.namespace, o.name) if p)
+        out.append(f"      object: {o.kind or '?'} {name}".rstrip())
+    if d.suggested_fix:
+        out.append(f"      fix: {d.suggested_fix}")
+    return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _summary(report: ValidationReport) -> str:
+    m = report.metadata
+    c = m.counts
+    verdict = "valid" if report.valid else "INVALID"
+    if report.status.value == "analysis_incomplete":
+        verdict = "INVALID (analysis incomplete)"
+    parts = [
+        verdict + ":",
+        _plural(c.fatal + c.error, "error") + ",",
+        _plural(c.warning, "warning") + ",",
+        _plural(c.info, "info"),
+    ]
+    if m.suppressed:
+        parts.append(f"({m.suppressed} suppressed)")
+    tail = []
+    if m.stages_run:
+        tail.append("ran " + ", ".join(p.value for p in m.stages_run))
+    if m.stages_skipped:
+        tail.append("skipped " + ", ".join(p.value for p in m.stages_skipped))
+    if m.cache_hit:
+        tail.append("cached verdict")
+    if m.haproxy_version:
+        tail.append(f"haproxy {m.haproxy_version}")
+    if m.checksum:
+        tail.append(f"checksum {m.checksum[:12]}")
+    total = report.timings.get("totalMs")
+    if total is not None:
+        tail.append(f"{total:.1f} ms")
+    line = " ".join(parts)
+    return line + (" — " + "; ".join(tail) if tail else "")
+
+
+def format_text(report: ValidationReport, render: RenderResult | None = None) -> str:
+    out: list[str] = []
+    for d in report.diagnostics:
+        out.extend(_diagnostic(d, render))
+        out.append("")
+    for b in report.metadata.budget_exhaustions:
+        used = f", used {b.used:g}" if b.used is not None else ""
+        out.append(f"budget exhausted: {b.phase.value} {b.budget} (limit {b.limit:g}{used})")
+    out.append(_summary(report))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,113 @@
+"""Turn what ``haproxy -c`` prints into messages with a level and a rendered location.
+
+HAProxy 2.6 and 2.8 print one message per line, ``[LEVEL]   (pid) : context : text``, where
+the text often starts with ``parsing [file:line] :`` (the parser found it) or ``[file:line] :``
+(a later check found it), and post-parse checks name a location inline, ``'f' (file:line)``.
+Long messages continue on lines starting with ``   |``. Older releases put a date before the
+pid; both forms are accepted. A few lines carry no level at all (``Configuration file is
+valid``, ``Warnings were found.``). Anything else — a Lua ``print``, a library complaining —
+is kept as unclassified output rather than dropped, because it may be the only clue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = ["Level", "Message", "parse_output"]
+
+
+class Level(StrEnum):
+    ALERT = "ALERT"
+    WARNING = "WARNING"
+    NOTICE = "NOTICE"
+    DIAG = "DIAG"
+    OUTPUT = "OUTPUT"
+    """A line without a level (summaries, program output)."""
+
+
+_HEAD = re.compile(
+    r"^\[(?P<level>ALERT|WARNING|NOTICE|DIAG)\]\s+(?:\d+/\d+\s+)?\(\d+\)\s*:\s?(?P<rest>.*)$"
+)
+_CONTEXT = re.compile(r"^(?P<ctx>[a-z][\w.-]*) : (?P<rest>.*)$")
+# Some messages omit the space before the colon: "parsing [haproxy.cfg:12]: ...".
+_PARSING = re.compile(r"^parsing \[(?P<file>[^\]\n]+):(?P<line>\d+)\] ?: ?(?P<rest>.*)$")
+_BRACKET = re.compile(r"^\[(?P<file>[^\]\n]+):(?P<line>\d+)\] ?: ?(?P<rest>.*)$")
+_INLINE = re.compile(r"\((?P<file>[^()\s:]+):(?P<line>\d+)\)")
+_CONTINUATION = re.compile(r"^\s+\| ?(?P<text>.*)$")
+_NULLS = re.compile(r"^(?:\(null\))+")
+"""HAProxy prints ``(null)`` for messages it could not format, typically out of memory."""
+
+
+@dataclass
+class Message:
+    level: Level
+    text: str
+    context: str | None = None
+    file: str | None = None
+    line: int | None = None
+    parsing: bool = False
+    """Reported by the configuration parser (``parsing [file:line]``)."""
+    continuation: list[str] = field(default_factory=list)
+
+    @property
+    def full_text(self) -> str:
+        return " ".join([self.text, *self.continuation]).strip()
+
+
+def parse_output(*streams: str) -> list[Message]:
+    """Messages of every stream, in order (stderr first is the natural call)."""
+    out: list[Message] = []
+    for stream in streams:
+        out.extend(_parse(stream.splitlines()))
+    return out
+
+
+def _parse(lines: Iterable[str]) -> list[Message]:
+    messages: list[Message] = []
+    last: Message | None = None
+    for raw in lines:
+        line = _NULLS.sub("", raw.rstrip())
+        if not line.strip():
+            continue
+        head = _HEAD.match(line)
+        if head:
+            last = _message(Level(head.group("level")), head.group("rest"))
+            messages.append(last)
+            continue
+        cont = _CONTINUATION.match(line)
+        if cont and last is not None:
+            last.continuation.append(cont.group("text").strip())
+            continue
+        if last is not None and last.level is not Level.OUTPUT and raw[:1].isspace():
+            last.continuation.append(line.strip())
+            continue
+        last = Message(Level.OUTPUT, line.strip())
+        messages.append(last)
+    return messages
+
+
+def _message(level: Level, rest: str) -> Message:
+    msg = Message(level, rest.strip())
+    ctx = _CONTEXT.match(msg.text)
+    if ctx:
+        msg.context = ctx.group("ctx")
+        msg.text = ctx.group("rest").strip()
+    msg.text = _NULLS.sub("", msg.text)
+    parsing = _PARSING.match(msg.text)
+    if parsing:
+        msg.parsing = True
+        msg.file, msg.line = parsing.group("file"), int(parsing.group("line"))
+        msg.text = parsing.group("rest").strip()
+        return msg
+    bracket = _BRACKET.match(msg.text)
+    if bracket:
+        msg.file, msg.line = bracket.group("file"), int(bracket.group("line"))
+        msg.text = bracket.group("rest").strip()
+        return msg
+    inline = _INLINE.search(msg.text)
+    if inline:
+        msg.file, msg.line = inline.group("file"), int(inline.group("line"))
+    return msg

@@ -1,0 +1,221 @@
+"""Stage ``haproxy``: the real ``haproxy -c`` on the complete file set, in the sandbox.
+
+Our own parser and schemas catch most mistakes early and with better messages, but only
+HAProxy itself knows every keyword, every argument and every cross-reference rule of the
+version that will run the file set, so its verdict is final: a non-zero exit fails the
+candidate even when no line of its output could be read, and a check that does not finish is
+an incomplete analysis, never a pass.
+
+Flags: ``-c`` without ``-q`` (``-q`` silences the very messages we map), ``-C <dir>`` so
+relative paths resolve against the deploy layout, and ``-dr`` (on by default) because the
+sandbox has no network: server names cannot resolve there, and without it every hostname
+would fail the check although it may well resolve where HAProxy runs. ``-dD`` (diagnostic
+mode) is optional.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.render import MAIN_CONFIG, SourceMap
+from controller.validation.haproxy.binary import HaproxyBinary
+from controller.validation.haproxy.locate import locate
+from controller.validation.haproxy.messages import Level, Message, parse_output
+from controller.validation.haproxy.redact import Redactor
+from controller.validation.report import BudgetExhaustion
+from controller.validation.sandbox import (
+    SANDBOX_DIR,
+    SandboxError,
+    SandboxPolicy,
+    SandboxResult,
+    isolation_for,
+    run_sandboxed,
+)
+from controller.validation.stage import StageContext, StageOutcome
+
+__all__ = ["HaproxyStage", "interpret"]
+
+_NOISE = ("haproxy version is ", "path to executable is ")
+_SUMMARY = ("Fatal errors found in configuration", "Error(s) found in configuration file")
+_DROPPED_OUTPUT = ("Configuration file is valid", "Warnings were found.")
+_NO_LISTENER = "will not start (no listener)"
+_OUT_OF_MEMORY = ("out of memory", "failed to map segment", "(null)")
+"""Signs of the address-space limit: HAProxy's own message, the loader failing to map a
+library, and the ``(null)`` HAProxy prints when it cannot even allocate a message."""
+_MAX_OTHER_LINES = 20
+_MAX_TEXT = 2000
+
+
+class HaproxyStage:
+    phase = Phase.HAPROXY
+
+    def __init__(
+        self,
+        binary: HaproxyBinary,
+        timeout: float,
+        *,
+        policy: SandboxPolicy | None = None,
+        ignore_resolution_failures: bool = True,
+        diagnostic_mode: bool = False,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self.binary = binary
+        self.timeout = timeout
+        self.policy = policy or SandboxPolicy()
+        self.flags: tuple[str, ...] = tuple(
+            (["-dr"] if ignore_resolution_failures else []) + (["-dD"] if diagnostic_mode else [])
+        )
+
+    def fingerprint(self) -> str:
+        return (
+            f"haproxy={self.binary.fingerprint()};timeout={self.timeout:g};"
+            f"flags={' '.join(self.flags)};sandbox={self.policy.fingerprint()}"
+        )
+
+    def argv(self) -> list[str]:
+        return [self.binary.path, "-c", "-C", SANDBOX_DIR, "-f", MAIN_CONFIG, *self.flags]
+
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        try:
+            result = await run_sandboxed(
+                self.argv(), ctx.files, timeout=self.timeout, policy=self.policy
+            )
+        except SandboxError as exc:
+            return StageOutcome([make("E4012", Phase.HAPROXY, str(exc))])
+        redact = Redactor(result.workdir_name, ctx.files)
+        main = ctx.files.get(MAIN_CONFIG)
+        config = main.content.decode("utf-8", "replace") if main else ""
+        diagnostics = interpret(result, redact, ctx.render.source_map, config)
+        if not isolation_for(self.policy).confined_filesystem:
+            diagnostics.append(
+                make(
+                    "I4013",
+                    Phase.HAPROXY,
+                    f"haproxy -c ran with partial isolation ({result.isolation.describe()})",
+                )
+            )
+        timings = {"haproxyProcessMs": result.elapsed_ms}
+        budget = _budget(result, self.policy, self.timeout)
+        if budget is not None:
+            if budget.budget == "addressSpace":
+                what, limit = "ran out of its memory limit of", f"{budget.limit / 2**20:g} MiB"
+            elif budget.budget == "cpuTime":
+                what, limit = "used up its CPU limit of", f"{budget.limit:g} s"
+            else:
+                what, limit = "did not finish within", f"{budget.limit:g} s"
+            diagnostics.insert(
+                0,
+                make(
+                    "E0002",
+                    Phase.HAPROXY,
+                    f"haproxy -c {what} {limit}; the configuration could not be proven valid",
+                    location=Location(file=MAIN_CONFIG),
+                ),
+            )
+        return StageOutcome(diagnostics, budget=budget, extra_timings=timings)
+
+
+def _budget(
+    result: SandboxResult, policy: SandboxPolicy, timeout: float
+) -> BudgetExhaustion | None:
+    if result.timed_out:
+        return BudgetExhaustion(
+            phase=Phase.HAPROXY,
+            budget="timeout",
+            limit=timeout,
+            used=round(result.elapsed_ms / 1000.0, 3),
+        )
+    if result.signal == signal.SIGXCPU:
+        return BudgetExhaustion(
+            phase=Phase.HAPROXY, budget="cpuTime", limit=float(policy.limits.cpu_for(timeout))
+        )
+    text = (result.stderr + result.stdout).lower()
+    if result.returncode != 0 and any(sign in text for sign in _OUT_OF_MEMORY):
+        # Too big for the address-space limit says nothing about validity either way.
+        return BudgetExhaustion(
+            phase=Phase.HAPROXY, budget="addressSpace", limit=float(policy.limits.address_space)
+        )
+    return None
+
+
+def interpret(
+    result: SandboxResult,
+    redact: Redactor,
+    source_map: SourceMap | None = None,
+    config: str = "",
+) -> list[Diagnostic]:
+    """Diagnostics for one run; the exit status decides whether errors must exist."""
+    passed = result.returncode == 0 and not result.timed_out
+    diagnostics: list[Diagnostic] = []
+    other: list[str] = []
+    for msg in parse_output(result.stderr, result.stdout):
+        if msg.level is Level.OUTPUT:
+            if msg.text.startswith(_DROPPED_OUTPUT):
+                continue
+            if _NO_LISTENER in msg.text:
+                diagnostics.append(_diag("E4009", msg, redact, source_map))
+                continue
+            other.append(redact(msg.full_text))
+            continue
+        if msg.level is Level.NOTICE and msg.text.startswith(_NOISE):
+            continue
+        if msg.file is None and config and msg.level is not Level.NOTICE:
+            line = locate(msg.text, config)
+            if line is not None:
+                msg.file, msg.line = MAIN_CONFIG, line
+        diagnostics.append(_diag(_rule_for(msg, passed), msg, redact, source_map))
+    if other:
+        shown = other[:_MAX_OTHER_LINES]
+        more = len(other) - len(shown)
+        text = " | ".join(shown)[:_MAX_TEXT] + (f" (+{more} more lines)" if more else "")
+        if result.truncated:
+            text += " (output truncated)"
+        diagnostics.append(make("I4008", Phase.HAPROXY, text))
+    failed_loudly = any(d.severity.rank <= 1 for d in diagnostics)
+    if not passed and not result.timed_out and not failed_loudly:
+        how = (
+            f"was killed by signal {result.signal}"
+            if result.signal
+            else f"exited with status {result.returncode}"
+        )
+        diagnostics.append(
+            make(
+                "E4007",
+                Phase.HAPROXY,
+                f"haproxy -c {how} without a readable error",
+                location=Location(file=MAIN_CONFIG),
+            )
+        )
+    return diagnostics
+
+
+def _rule_for(msg: Message, passed: bool) -> str:
+    if msg.level is Level.ALERT:
+        if msg.text.startswith(_SUMMARY):
+            return "I4005"
+        if passed:
+            return "W4010"
+        return "E4001" if msg.parsing else "E4002"
+    if msg.level is Level.WARNING:
+        return "W4003"
+    if msg.level is Level.DIAG:
+        return "I4006"
+    return "I4004"
+
+
+def _diag(rule_id: str, msg: Message, redact: Redactor, source_map: SourceMap | None) -> Diagnostic:
+    location = None
+    template = None
+    if msg.file:
+        file = _relative(redact(msg.file))
+        location = Location(file=file, line=msg.line)
+        if source_map is not None and msg.line is not None:
+            template = source_map.lookup(file, msg.line)
+    text = redact(msg.full_text)[:_MAX_TEXT]
+    return make(rule_id, Phase.HAPROXY, text, location=location, template_location=template)
+
+
+def _relative(path: str) -> str:
+    return path[2:] if path.startswith("./") else path

@@ -1,0 +1,132 @@
+"""The budgets of rule evaluation, and where an evaluation batch runs.
+
+Three limits bound the work of rules; running out of any of them makes the analysis
+incomplete (``analysis_incomplete`` with a budget record), never a pass:
+
+* ``celIterations`` — the runtime's own loop budget per evaluation (10,000 iterations over
+  all comprehensions of one evaluation; fixed by the binding).
+* ``ruleTime`` — seconds of evaluation per run (one render's inline rules, or one pipeline
+  run's deferred rules). A batch that may be expensive runs in a forked child that is killed
+  at the deadline; a cheap batch runs in-process and its time is charged afterwards.
+* ``ruleMemory`` — address space the child may add (1 GiB).
+
+"Cheap" means no comprehension in any program of the batch and few evaluations: without
+loops the work is bounded by the expression's size (at most 4,096 characters, 32 levels of
+nesting) times the input, which the deadline cannot usefully improve on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
+
+from controller.diagnostics import Phase
+from controller.validation.report import BudgetExhaustion
+from controller.validation.rules.cel import ITERATION_BUDGET
+from controller.validation.rules.compiled import CompiledRule
+from controller.validation.rules.isolate import (
+    MEMORY_HEADROOM,
+    WorkerDeadline,
+    WorkerFailed,
+    run_isolated,
+)
+
+__all__ = [
+    "DEFAULT_TIME_BUDGET",
+    "Isolation",
+    "RunBudget",
+    "execute",
+    "is_cheap",
+    "iteration_exhaustion",
+]
+
+T = TypeVar("T")
+
+DEFAULT_TIME_BUDGET = 2.0
+"""Seconds of rule evaluation per run."""
+
+MAX_CHEAP_EVALUATIONS = 200
+MAX_CHEAP_SIZE = 512
+
+
+class Isolation(StrEnum):
+    AUTO = "auto"
+    """Fork for batches that may be expensive, evaluate cheap ones in-process."""
+    ALWAYS = "always"
+    NEVER = "never"
+    """In-process only; for tests of the evaluation semantics. The time budget is then only
+    checked between batches."""
+
+
+@dataclass
+class RunBudget:
+    """The time budget of one run, shared by all its batches."""
+
+    limit: float = DEFAULT_TIME_BUDGET
+    used: float = 0.0
+    exhausted: BudgetExhaustion | None = None
+
+    @property
+    def remaining(self) -> float:
+        return self.limit - self.used
+
+
+def is_cheap(rules: Iterable[CompiledRule], evaluations: int) -> bool:
+    rules = list(rules)
+    size = sum(r.refs.size for r in rules)
+    return (
+        evaluations <= MAX_CHEAP_EVALUATIONS
+        and size <= MAX_CHEAP_SIZE
+        and not any(r.refs.iterates for r in rules)
+    )
+
+
+def iteration_exhaustion() -> BudgetExhaustion:
+    return BudgetExhaustion(
+        phase=Phase.RULES, budget="celIterations", limit=float(ITERATION_BUDGET)
+    )
+
+
+def execute(
+    fn: Callable[[], T], *, cheap: bool, budget: RunBudget, isolation: Isolation
+) -> T | None:
+    """``fn()``, or None when the run's budget ran out (then ``budget.exhausted`` says how).
+
+    A worker that fails for another reason than time or memory raises RuntimeError: that is
+    a bug, reported as an internal error by the caller.
+    """
+    if budget.exhausted is not None:
+        return None
+    if budget.remaining <= 0:
+        budget.exhausted = _time(budget)
+        return None
+    started = time.monotonic()
+    try:
+        if isolation is Isolation.NEVER or (isolation is Isolation.AUTO and cheap):
+            result: T | None = fn()
+        else:
+            result = run_isolated(fn, budget.remaining)
+    except WorkerDeadline:
+        result = None
+        budget.used += time.monotonic() - started
+        budget.exhausted = _time(budget)
+        return None
+    except WorkerFailed as exc:
+        budget.used += time.monotonic() - started
+        if not exc.memory:
+            raise RuntimeError(str(exc)) from None
+        budget.exhausted = BudgetExhaustion(
+            phase=Phase.RULES, budget="ruleMemory", limit=float(MEMORY_HEADROOM)
+        )
+        return None
+    budget.used += time.monotonic() - started
+    return result
+
+
+def _time(budget: RunBudget) -> BudgetExhaustion:
+    return BudgetExhaustion(
+        phase=Phase.RULES, budget="ruleTime", limit=budget.limit, used=round(budget.used, 3)
+    )

@@ -1,0 +1,168 @@
+"""The CEL environment rules are compiled in, and the conversions in and out of it.
+
+One environment declares the four rule variables (``self``, ``outputs``, ``resources``,
+``extraContext``) as ``dyn``, with the strings, math, encoders and optional extensions
+(the ones Kubernetes authors know from ValidatingAdmissionPolicy). The bindings extension is
+left out on purpose: ``cel.bind`` builds values without iterating, so the runtime's iteration
+budget would not bound it.
+
+Probe environments leave out one variable each. The checker then answers "does this
+expression reference ``outputs``?" with an undeclared-reference error — a proof from the
+checker itself, which the syntax-tree walk in ``refs.py`` only refines (see ``classify.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_encoders, ext_math, ext_optional, ext_strings
+
+from controller.validation.rules.refs import VARIABLES
+
+__all__ = [
+    "ITERATION_BUDGET",
+    "MAX_EXPRESSION_LENGTH",
+    "BudgetExceeded",
+    "CompileError",
+    "Program",
+    "compile_expression",
+    "evaluate",
+    "probe_env",
+    "to_cel",
+]
+
+ITERATION_BUDGET = 10_000
+"""Loop iterations the runtime allows one evaluation (all comprehensions together). The
+binding fixes it; it is not configurable. Measured: a 9,999-element ``all()`` passes, 10,000
+fails with "Iteration budget exceeded"."""
+
+MAX_EXPRESSION_LENGTH = 4096
+"""Characters per expression. With the parser's nesting limit (32) this bounds the work of a
+loop-free expression to a few thousand operations on the inputs."""
+
+_BUDGET_MESSAGE = "Iteration budget exceeded"
+_LOCATION = re.compile(r"<input>:(\d+):(\d+): ")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class CompileError(ValueError):
+    """The expression does not parse or type-check; ``line``/``column`` are 1-based."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+class BudgetExceeded(RuntimeError):
+    """The runtime's iteration budget ran out during one evaluation."""
+
+
+def _extensions() -> list[cel.CelExtensionBase]:
+    return [
+        ext_strings.ExtStrings(),
+        ext_math.ExtMath(),
+        ext_encoders.ExtEncoders(),
+        ext_optional.ExtOptional(),
+    ]
+
+
+@cache
+def _env(declared: frozenset[str]) -> cel.Env:
+    return cel.NewEnv(
+        variables={v: cel.Type.DYN for v in sorted(declared)}, extensions=_extensions()
+    )
+
+
+def full_env() -> cel.Env:
+    return _env(frozenset(VARIABLES))
+
+
+def probe_env(without: str) -> cel.Env:
+    """The environment minus one variable."""
+    return _env(frozenset(VARIABLES) - {without})
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked expression and what the checker knows about its result."""
+
+    source: str
+    expression: cel.Expression
+    result_type: str
+    """The checker's type name: BOOL, STRING, DYN, …"""
+
+
+def _clean(text: str) -> tuple[str, int | None, int | None]:
+    """The checker's first error, without the status prefix and source excerpt."""
+    first = text.strip().splitlines()[0] if text.strip() else "invalid expression"
+    first = re.sub(r"^[A-Z_]+: ", "", first)
+    first = re.sub(r"^ERROR: ", "", first)
+    m = _LOCATION.search(first)
+    if m is None:
+        return first.removesuffix(" [INVALID_ARGUMENT]"), None, None
+    msg = first[m.end() :].removesuffix(" [INVALID_ARGUMENT]")
+    return msg, int(m.group(1)), int(m.group(2))
+
+
+def compile_expression(source: str, env: cel.Env | None = None) -> Program:
+    if len(source) > MAX_EXPRESSION_LENGTH:
+        raise CompileError(
+            f"expression is {len(source)} characters long; the limit is {MAX_EXPRESSION_LENGTH}"
+        )
+    try:
+        expr = (env or full_env()).compile(source)
+    except Exception as exc:
+        msg, line, column = _clean(str(exc))
+        raise CompileError(msg, line, column) from None
+    return Program(source, expr, expr.return_type().name())
+
+
+def compiles_in(source: str, env: cel.Env) -> bool:
+    try:
+        env.compile(source)
+    except Exception:
+        return False
+    return True
+
+
+class EvalError(ValueError):
+    """Evaluation produced a CEL error value (missing key, bad index, division by zero)."""
+
+
+def evaluate(program: Program, data: Mapping[str, Any]) -> Any:
+    """The plain Python result. Raises :class:`EvalError` or :class:`BudgetExceeded`."""
+    try:
+        value = program.expression.eval(data=data)
+    except Exception as exc:
+        text = str(exc)
+        if _BUDGET_MESSAGE in text:
+            raise BudgetExceeded(text) from None
+        raise EvalError(_clean(text)[0]) from None
+    if value.type() == cel.Type.ERROR:
+        raise EvalError(_clean(str(value.value()))[0])
+    return value.plain_value()
+
+
+def to_cel(value: Any) -> Any:
+    """JSON-like data the binding accepts: dicts, lists, str, int64, float, bool, None.
+
+    Stored objects are frozen (dict subclasses and tuples), which the binding refuses, and an
+    integer outside int64 would overflow; both are converted here once per evaluation batch.
+    """
+    if value is None or isinstance(value, bool | str | bytes):
+        return value
+    if isinstance(value, int):
+        return value if _INT64[0] <= value <= _INT64[1] else float(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): to_cel(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_cel(v) for v in value]
+    return str(value)

@@ -1,0 +1,257 @@
+"""Deferred rules: evaluated once everything rendered and ``haproxy -c`` passed.
+
+The unit is one rule of one owner. Its semantics, in the order they are checked:
+
+1. **own-skip exemption** — an output that produced no value (skipped by ``when``, failed,
+   blocked) has nothing to validate: its rules are *skipped*;
+2. **fail-closed** — a rule that reads an output which produced no value *fails*: it cannot
+   see what it is meant to check, and passing it would let the unchecked through;
+3. **cascade suppression** — a rule that reads an owner whose own deferred rules already
+   failed (at error severity) is *suppressed*: not evaluated, counted, and named once in an
+   ``I5011`` summary, so the report shows the root cause and not its echoes. A warning does
+   not suppress anything: suppressing would then hide the only error;
+4. otherwise the rule is *evaluated* (per object, for a collection).
+
+Order is what makes suppression deterministic. Owners are nodes of a reporting graph with an
+edge from each owner to the owners its deferred rules read (validation references never
+touch the render graph). Tarjan's algorithm emits its strongly connected components
+dependencies-first — root causes before the rules that read them; members of a component
+(a mutual reference, which is allowed) are taken in name order and reported as ``I5010``.
+``evaluated + skipped + suppressed`` is the number of units; ``failed`` counts evaluated
+units that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.validation.report import BudgetExhaustion, RuleCounters
+from controller.validation.rules.budget import iteration_exhaustion
+from controller.validation.rules.cel import BudgetExceeded
+from controller.validation.rules.compiled import CompiledRule, OwnerKind, RuleSet
+from controller.validation.rules.inline import budget_diagnostic
+from controller.validation.rules.judge import State, judge
+from controller.validation.rules.refs import ANY, EXTRA, OUTPUTS, RESOURCES
+
+__all__ = ["DeferredInputs", "DeferredResult", "Plan", "evaluate_deferred", "plan"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Deferred units in evaluation order, and the reporting cycles among their owners."""
+
+    order: tuple[CompiledRule, ...]
+    cycles: tuple[tuple[str, ...], ...]
+    """Owner keys of every component with more than one member, each sorted."""
+
+
+def plan(ruleset: RuleSet) -> Plan:
+    by_owner: dict[str, list[CompiledRule]] = {}
+    for r in ruleset.deferred:
+        by_owner.setdefault(r.owner.key, []).append(r)
+    edges: dict[str, set[str]] = {k: set() for k in by_owner}
+    for key, rules in by_owner.items():
+        for r in rules:
+            for target in ruleset.owner_keys(r):
+                edges[key].add(target)
+                edges.setdefault(target, set())
+    components = _tarjan(edges)
+    order: list[CompiledRule] = []
+    cycles: list[tuple[str, ...]] = []
+    for comp in components:
+        members = sorted(comp)
+        if len(members) > 1:
+            cycles.append(tuple(members))
+        for key in members:
+            order.extend(by_owner.get(key, ()))
+    return Plan(tuple(order), tuple(cycles))
+
+
+def _tarjan(edges: Mapping[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components, each emitted after every component it reaches."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, sorted(edges[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop(0)
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(edges[nxt])))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp: list[str] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                out.append(comp)
+    return out
+
+
+@dataclass(frozen=True)
+class DeferredInputs:
+    """Everything deferred rules may read, already converted for CEL."""
+
+    outputs: Mapping[str, dict[str, Any] | None]
+    """Every output owner: its value when it rendered, None when it produced none."""
+    states: Mapping[str, str] = field(default_factory=dict)
+    """Why an output has no value: skipped, failed, blocked (for messages)."""
+    collections: Mapping[str, Sequence[tuple[dict[str, Any], str, ObjectRef | None]]] = field(
+        default_factory=dict
+    )
+    """Per collection: (object, "namespace/name", reference) in store order."""
+    extra_context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DeferredResult:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    counters: RuleCounters = field(default_factory=RuleCounters)
+    exhausted: BudgetExhaustion | None = None
+
+
+def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> DeferredResult:
+    result = DeferredResult()
+    diags = result.diagnostics
+    for cycle in p.cycles:
+        names = ", ".join(k.replace(":", " ", 1) for k in cycle)
+        diags.append(
+            make(
+                "I5010",
+                Phase.RULES,
+                f"deferred rules of {names} read each other; they are evaluated in name order",
+            )
+        )
+    rendered = {n: v for n, v in inputs.outputs.items() if v is not None}
+    shared = {
+        OUTPUTS: rendered,
+        RESOURCES: {n: [o for o, _, _ in objs] for n, objs in inputs.collections.items()},
+        EXTRA: dict(inputs.extra_context),
+    }
+    failed_owners: set[str] = set()
+    suppressed: dict[str, list[str]] = {}
+    evaluated = skipped = failed = 0
+    for rule in p.order:
+        owner = rule.owner
+        if owner.kind is OwnerKind.OUTPUT and inputs.outputs.get(owner.name) is None:
+            skipped += 1
+            continue
+        missing = sorted(
+            n
+            for n in rule.refs.outputs
+            if n != ANY and n != owner.name and inputs.outputs.get(n) is None
+        )
+        if missing:
+            evaluated += 1
+            failed += 1
+            diags.extend(_fail_closed(rule, n, inputs.states.get(n)) for n in missing)
+            if rule.is_error:
+                failed_owners.add(owner.key)
+            continue
+        roots = sorted(ruleset.owner_keys(rule) & failed_owners)
+        if roots:
+            suppressed.setdefault(roots[0], []).append(rule.title)
+            continue
+        if owner.kind is OwnerKind.OUTPUT:
+            value = rendered[owner.name]
+            selves: Sequence[tuple[dict[str, Any], str, ObjectRef | None]] = [(value, "", None)]
+            location: Location | None = Location(file=str(owner.path))
+        else:
+            selves = inputs.collections.get(owner.name, ())
+            location = None
+        judged, rule_failed, blocking = _judge_all(rule, selves, shared, location, result)
+        if judged or (owner.kind is OwnerKind.COLLECTION and not selves):
+            evaluated += 1
+            failed += rule_failed
+            if blocking:
+                failed_owners.add(owner.key)
+        else:
+            skipped += 1
+    for root, titles in sorted(suppressed.items()):
+        what = root.replace(":", " ", 1)
+        diags.append(
+            make(
+                "I5011",
+                Phase.RULES,
+                f"{len(titles)} deferred rule(s) not evaluated because the rules of {what} "
+                f"failed: {', '.join(titles)}",
+            )
+        )
+    result.counters = RuleCounters(
+        evaluated=evaluated,
+        failed=failed,
+        skipped=skipped,
+        suppressed=sum(len(t) for t in suppressed.values()),
+    )
+    return result
+
+
+def _judge_all(
+    rule: CompiledRule,
+    selves: Sequence[tuple[dict[str, Any], str, ObjectRef | None]],
+    shared: Mapping[str, Any],
+    location: Location | None,
+    result: DeferredResult,
+) -> tuple[int, bool, bool]:
+    judged = 0
+    rule_failed = blocking = False
+    for value, subject, ref in selves:
+        try:
+            j = judge(
+                rule, {**shared, "self": value}, location=location, object=ref, subject=subject
+            )
+        except BudgetExceeded:
+            judged += 1
+            if result.exhausted is None:
+                result.exhausted = iteration_exhaustion()
+                where = rule.title + (f" on {subject}" if subject else "")
+                result.diagnostics.append(budget_diagnostic(where, result.exhausted))
+            continue
+        if j.state is State.SKIPPED:
+            continue
+        judged += 1
+        if j.diagnostic is not None:
+            rule_failed = True
+            blocking = blocking or j.blocking
+            result.diagnostics.append(j.diagnostic)
+    return judged, rule_failed, blocking
+
+
+def _fail_closed(rule: CompiledRule, name: str, state: str | None) -> Diagnostic:
+    rule_id = "E5005" if rule.is_error else "W5006"
+    why = f" (it was {state})" if state else ""
+    location = Location(file=rule.owner.path) if rule.owner.path else None
+    return make(
+        rule_id,
+        Phase.RULES,
+        f'{rule.title}: deferred validation references output "{name}" which did not '
+        f"produce a value{why}",
+        location=location,
+    )

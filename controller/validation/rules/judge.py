@@ -1,0 +1,102 @@
+"""Evaluate one compiled rule against one ``self``: conditions, expression, message.
+
+Shared by inline and deferred evaluation so both phases mean the same thing by "pass".
+Rules are fail-closed: an evaluation error or a non-bool result is a failure of the rule (at
+its severity), never a silent pass. A failing messageExpression does not hide the failure;
+the report falls back to a generic message and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.validation.rules.cel import EvalError, Program, evaluate
+from controller.validation.rules.compiled import CompiledRule
+
+__all__ = ["Judgement", "State", "judge", "output_value"]
+
+_MAX_MESSAGE = 1024
+
+
+class State(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """A ``when`` (the block's or the rule's) was false."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    state: State
+    diagnostic: Diagnostic | None = None
+
+    @property
+    def blocking(self) -> bool:
+        """A failure at error severity (what fails the owner and the verdict)."""
+        return self.diagnostic is not None and self.diagnostic.severity.value in ("error", "fatal")
+
+
+def output_value(name: str, path: str, content: str) -> dict[str, Any]:
+    """What ``self`` and ``outputs['<name>']`` look like for an output."""
+    return {"name": name, "path": path, "content": content, "lines": content.splitlines()}
+
+
+def _condition(program: Program, data: Mapping[str, Any], what: str) -> bool:
+    value = evaluate(program, data)
+    if not isinstance(value, bool):
+        raise EvalError(f"{what} returned {type(value).__name__} {value!r}, not a bool")
+    return value
+
+
+def judge(
+    rule: CompiledRule,
+    data: Mapping[str, Any],
+    *,
+    location: Location | None = None,
+    object: ObjectRef | None = None,
+    subject: str = "",
+) -> Judgement:
+    """``subject`` names the object in messages (``default/echo``). Raises BudgetExceeded."""
+    title = rule.title + (f" on {subject}" if subject else "")
+    try:
+        if rule.block_when is not None and not _condition(rule.block_when, data, "block `when`"):
+            return Judgement(State.SKIPPED)
+        if rule.when is not None and not _condition(rule.when, data, "`when`"):
+            return Judgement(State.SKIPPED)
+        value = evaluate(rule.expression, data)
+        if not isinstance(value, bool):
+            raise EvalError(f"expression returned {type(value).__name__} {value!r}, not a bool")
+    except EvalError as exc:
+        rule_id = "E5007" if rule.is_error else "W5008"
+        text = f"{title}: could not be evaluated: {exc}"
+        return Judgement(State.FAILED, _make(rule_id, text, location, object))
+    if value:
+        return Judgement(State.PASSED)
+    rule_id = "E5003" if rule.is_error else "W5004"
+    text = f"{title}: {_message(rule, data)}"
+    return Judgement(State.FAILED, _make(rule_id, text, location, object))
+
+
+def _message(rule: CompiledRule, data: Mapping[str, Any]) -> str:
+    if rule.spec.message is not None:
+        return rule.spec.message
+    fallback = f"{rule.spec.expression.strip()} is false"
+    if rule.message is None:
+        return fallback
+    try:
+        value = evaluate(rule.message, data)
+    except EvalError as exc:
+        return f"{fallback} (messageExpression failed: {exc})"
+    if not isinstance(value, str):
+        return f"{fallback} (messageExpression returned {type(value).__name__}, not a string)"
+    return value if len(value) <= _MAX_MESSAGE else value[:_MAX_MESSAGE] + "…"
+
+
+def _make(
+    rule_id: str, text: str, location: Location | None, object: ObjectRef | None
+) -> Diagnostic:
+    return make(rule_id, Phase.RULES, text, location=location, object=object)

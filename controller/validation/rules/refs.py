@@ -1,0 +1,102 @@
+"""What one checked CEL expression refers to: variables, output names, collection names.
+
+The walk keeps a scope of names bound by comprehensions (``all``, ``exists``, ``map`` …
+expand into loops with an iteration and an accumulator variable), so ``[1].all(outputs, …)``
+does not count as a reference to the global ``outputs``. A name that cannot be read off a
+constant — ``outputs[name]``, ``outputs`` iterated or passed to a function — is recorded as
+:data:`ANY`, which every consumer treats as "all of them".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.validation.rules.checked import Node
+
+__all__ = ["ANY", "Refs", "collect"]
+
+ANY = "*"
+"""A reference whose target name is computed at evaluation time."""
+
+OUTPUTS = "outputs"
+RESOURCES = "resources"
+SELF = "self"
+EXTRA = "extraContext"
+VARIABLES = (SELF, OUTPUTS, RESOURCES, EXTRA)
+
+_INDEX = frozenset({"_[_]", "_[?_]", "_?._"})
+_IN = "@in"
+
+
+@dataclass(frozen=True, slots=True)
+class Refs:
+    variables: frozenset[str] = frozenset()
+    """Free variables read: a subset of self, outputs, resources, extraContext."""
+    outputs: frozenset[str] = frozenset()
+    """Output names read through ``outputs`` (``ANY`` when computed)."""
+    collections: frozenset[str] = frozenset()
+    """Collection names read through ``resources`` (``ANY`` when computed)."""
+    iterates: bool = False
+    """The expression contains a comprehension (a loop)."""
+    size: int = 0
+    """Number of nodes; a bound on the work of a loop-free expression."""
+
+    def __or__(self, other: Refs) -> Refs:
+        return Refs(
+            self.variables | other.variables,
+            self.outputs | other.outputs,
+            self.collections | other.collections,
+            self.iterates or other.iterates,
+            self.size + other.size,
+        )
+
+
+def collect(root: Node) -> Refs:
+    variables: set[str] = set()
+    names: dict[str, set[str]] = {OUTPUTS: set(), RESOURCES: set()}
+    iterates = False
+    size = 0
+
+    def named(ident: Node, parent: Node | None) -> str:
+        if parent is None:
+            return ANY
+        if parent.kind == "select" and parent.target is ident:
+            return parent.name
+        if parent.kind == "call" and len(parent.args) == 2:
+            first, second = parent.args
+            if parent.name in _INDEX and first is ident and second.text is not None:
+                return second.text
+            if parent.name == _IN and second is ident and first.text is not None:
+                return first.text
+        return ANY
+
+    def visit(node: Node, bound: frozenset[str], parent: Node | None) -> None:
+        nonlocal iterates, size
+        size += 1
+        if node.kind == "ident":
+            if node.name not in bound:
+                variables.add(node.name)
+                if node.name in names:
+                    names[node.name].add(named(node, parent))
+            return
+        if node.kind == "comprehension":
+            iterates = True
+            for child in node.outer:
+                visit(child, bound, node)
+            loop = bound | set(node.binds)
+            for child in node.inner:
+                visit(child, loop, node)
+            if node.result is not None:
+                visit(node.result, bound | {node.accu}, node)
+            return
+        for child in node.children():
+            visit(child, bound, node)
+
+    visit(root, frozenset(), None)
+    return Refs(
+        frozenset(variables),
+        frozenset(names[OUTPUTS]),
+        frozenset(names[RESOURCES]),
+        iterates,
+        size,
+    )

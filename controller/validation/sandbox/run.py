@@ -1,0 +1,293 @@
+"""Running one program in the sandbox: slots, files, spawn, timeout, output, clean-up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
+
+from controller.render import FileSet
+from controller.validation.sandbox.plan import build_plan
+from controller.validation.sandbox.policy import (
+    SANDBOX_DIR,
+    Isolation,
+    SandboxError,
+    SandboxPolicy,
+    SandboxResult,
+)
+from controller.validation.sandbox.probe import isolation_for
+from controller.validation.sandbox.uids import uids
+
+__all__ = ["max_concurrency", "run_sandboxed", "set_max_concurrency"]
+
+# --- concurrency ----------------------------------------------------------------------------
+
+
+def _cpu_count() -> int:
+    """CPUs this process may use: affinity, capped by a cgroup CPU quota when one is set."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota: float | None = None
+    with contextlib.suppress(OSError, ValueError), open("/sys/fs/cgroup/cpu.max") as f:
+        q, p = f.read().split()[:2]
+        if q != "max":
+            quota = int(q) / int(p)
+    if quota is None:
+        with contextlib.suppress(OSError, ValueError):
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+                q_us = int(f.read())
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+                p_us = int(f.read())
+            if q_us > 0:
+                quota = q_us / p_us
+    if quota is not None:
+        n = min(n, max(1, math.ceil(quota)))
+    return max(1, n)
+
+
+_max_concurrency = _cpu_count()
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def max_concurrency() -> int:
+    return _max_concurrency
+
+
+def set_max_concurrency(n: int | None) -> None:
+    """Override the bound (``None``: back to the CPU count). Affects new event loops only."""
+    global _max_concurrency
+    _max_concurrency = _cpu_count() if n is None else max(1, n)
+    _semaphores.clear()
+
+
+def _semaphore() -> asyncio.Semaphore:
+    # One semaphore per event loop: asyncio primitives bind to the loop that first waits.
+    loop = asyncio.get_running_loop()
+    sem = _semaphores.get(loop)
+    if sem is None:
+        sem = _semaphores[loop] = asyncio.Semaphore(_max_concurrency)
+    return sem
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def _materialize(files: FileSet, extra: Mapping[str, bytes], workdir: str, uid: int | None) -> None:
+    def write(rel: str, content: bytes) -> None:
+        p = PurePosixPath(rel)
+        if not rel or p.is_absolute() or ".." in p.parts or "\x00" in rel:
+            raise SandboxError(f"file set path escapes its directory: {rel!r}")
+        full = os.path.join(workdir, *p.parts)
+        parent = os.path.dirname(full)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            if uid is not None:
+                d = parent
+                while d != workdir:
+                    os.chown(d, uid, uid)
+                    d = os.path.dirname(d)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, content)
+            if uid is not None:
+                os.fchown(fd, uid, uid)
+        finally:
+            os.close(fd)
+
+    for entry in files:
+        write(entry.path, entry.content)
+    for rel, content in extra.items():
+        write(rel, content)
+
+
+class _Collector(asyncio.SubprocessProtocol):
+    """Keeps at most ``cap`` bytes per stream and tells when the program itself exited.
+
+    Exit and end-of-output are separate events on purpose: a background child may hold the
+    pipes open after the program exited, and that must not look like a hang.
+    """
+
+    def __init__(self, cap: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.cap = cap
+        self.out = bytearray()
+        self.err = bytearray()
+        self.truncated = False
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        buf = self.out if fd == 1 else self.err
+        room = self.cap - len(buf)
+        if room > 0:
+            buf += data[:room]
+        if len(data) > max(room, 0):
+            self.truncated = True
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+def _leftovers(session: int, uid: int | None) -> list[int]:
+    """Processes still in the run's session, or (privilege drop) still owned by its uid."""
+    found: list[int] = []
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if fields[0] == b"Z":
+                continue
+            if int(fields[3]) == session:
+                found.append(pid)
+                continue
+            if uid is not None:
+                with open(f"/proc/{name}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"Uid:"):
+                            if int(line.split()[1]) == uid:
+                                found.append(pid)
+                            break
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _kill_all(pgid: int, uid: int | None) -> None:
+    """Kill the process group, then anything that escaped it (new session, same uid)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(20):
+        pids = _leftovers(pgid, uid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.005)
+
+
+async def run_sandboxed(
+    argv: Sequence[str],
+    files: FileSet,
+    *,
+    timeout: float,
+    policy: SandboxPolicy | None = None,
+    extra_files: Mapping[str, bytes] | None = None,
+) -> SandboxResult:
+    """Write ``files`` (and ``extra_files``) to a fresh directory and run ``argv`` there.
+
+    ``argv[0]`` must be an absolute path (the environment is empty: there is no PATH);
+    :data:`SANDBOX_DIR` in ``argv`` becomes the directory's path. Raises
+    :class:`SandboxError` only for set-up problems; what the program does is the result.
+    """
+    pol = policy or SandboxPolicy()
+    if not argv or not os.path.isabs(argv[0]):
+        raise SandboxError(f"sandboxed program must be an absolute path, got {argv[:1]!r}")
+    iso = isolation_for(pol)
+    async with _semaphore():
+        return await _run(list(argv), files, timeout, pol, iso, dict(extra_files or {}))
+
+
+async def _run(
+    argv: list[str],
+    files: FileSet,
+    timeout: float,
+    policy: SandboxPolicy,
+    iso: Isolation,
+    extra: dict[str, bytes],
+) -> SandboxResult:
+    uid = uids.take() if iso.privilege_drop else None
+    base = ""
+    transport: asyncio.SubprocessTransport | None = None
+    pid = -1
+    finished = False
+    try:
+        try:
+            base = tempfile.mkdtemp(prefix="htc-sandbox-")
+            workdir = os.path.join(base, "d")
+            os.chmod(base, 0o711)
+            os.mkdir(workdir, 0o700)
+            os.mkdir(os.path.join(base, "r"), 0o755)
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            _materialize(files, extra, workdir, uid)
+            argv = [a.replace(SANDBOX_DIR, workdir) for a in argv]
+            plan = build_plan(argv[0], policy, iso, workdir, os.path.join(base, "r"), uid, timeout)
+        except OSError as exc:
+            raise SandboxError(f"could not prepare the sandbox: {exc.strerror or exc}") from exc
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        try:
+            transport, proto = await loop.subprocess_exec(
+                lambda: _Collector(policy.max_output, loop),
+                *argv,
+                cwd=workdir,
+                env={},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=plan.child,
+                close_fds=True,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"could not start {os.path.basename(argv[0])}: {exc}") from exc
+        finally:
+            plan.close()
+        pid = transport.get_pid()
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(proto.exited), timeout)
+        except TimeoutError:
+            timed_out = True
+        elapsed = (time.perf_counter() - started) * 1000.0
+        _kill_all(pid, uid)
+        finished = True
+        # Everything holding the pipes is dead now; the rest of the output is in flight.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proto.exited), 2.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proto.closed), 1.0)
+        rc = transport.get_returncode()
+        return SandboxResult(
+            returncode=rc if rc is not None else -signal.SIGKILL,
+            stdout=proto.out.decode("utf-8", "replace"),
+            stderr=proto.err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            elapsed_ms=round(elapsed, 3),
+            workdir_name=workdir,
+            isolation=iso,
+            truncated=proto.truncated,
+        )
+    finally:
+        if pid > 0 and not finished:
+            # Cancelled while running: never leave the check behind.
+            _kill_all(pid, uid)
+        if transport is not None:
+            transport.close()
+        if base:
+            shutil.rmtree(base, ignore_errors=True)
+        if uid is not None:
+            uids.give(uid)

@@ -1,0 +1,87 @@
+"""Stage ``syntax``: our own reading of every configuration file, then the directive policy
+and the file-reference rule.
+
+It runs first because it is cheap and because it is the only stage that may look at a
+candidate before any HAProxy binary does: a denied directive never reaches ``haproxy -c``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+# ``controller.validation.stage`` imports this package's model, so it is bound lazily here.
+import controller.validation.stage as stage_protocol
+from controller.diagnostics import Diagnostic, Phase, make
+from controller.render import FileKind, SourceMap
+from controller.validation.syntax.filerefs import check_file_refs
+from controller.validation.syntax.parser import parse
+from controller.validation.syntax.policy import check_policy, unknown_allow_names
+
+if TYPE_CHECKING:
+    from controller.validation.stage import StageContext, StageOutcome
+
+__all__ = ["SYNTAX_STAGE_VERSION", "SyntaxStage"]
+
+#: Bumped whenever a change here could turn a past verdict around (it feeds the fingerprint).
+SYNTAX_STAGE_VERSION = "1"
+
+
+class SyntaxStage:
+    phase = Phase.SYNTAX
+
+    def __init__(self, allow_directives: Iterable[str] = ()) -> None:
+        self.allow: frozenset[str] = frozenset(allow_directives)
+
+    def fingerprint(self) -> str:
+        material = "\n".join(["syntax", SYNTAX_STAGE_VERSION, *sorted(self.allow)])
+        return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        started = time.perf_counter()
+        out: list[Diagnostic] = [
+            make(
+                "W2019",
+                Phase.SYNTAX,
+                f"validation.policy.allowDirectives lists {name!r}, which the policy does not "
+                "know; it allows nothing",
+            )
+            for name in unknown_allow_names(self.allow)
+        ]
+        parse_ms = 0.0
+        for entry in ctx.files:
+            if entry.kind is not FileKind.CONFIG:
+                continue
+            text = entry.content.decode("utf-8", "surrogateescape")
+            t0 = time.perf_counter()
+            parsed, found = parse(text, entry.path, haproxy_version=ctx.haproxy_version)
+            parse_ms += (time.perf_counter() - t0) * 1000
+            ctx.parsed[entry.path] = parsed
+            found.extend(check_policy(parsed, self.allow))
+            found.extend(check_file_refs(parsed, ctx.files))
+            out.extend(found)
+        out = _with_template_locations(out, ctx.render.source_map)
+        total_ms = (time.perf_counter() - started) * 1000
+        return stage_protocol.StageOutcome(
+            diagnostics=out,
+            extra_timings={
+                "syntaxParseMs": round(parse_ms, 3),
+                "syntaxChecksMs": round(total_ms - parse_ms, 3),
+            },
+        )
+
+
+def _with_template_locations(
+    diagnostics: list[Diagnostic], source_map: SourceMap
+) -> list[Diagnostic]:
+    out = []
+    for d in diagnostics:
+        loc = d.location
+        if loc is not None and loc.line is not None and d.template_location is None:
+            where = source_map.lookup(loc.file, loc.line)
+            if where is not None:
+                d = d.model_copy(update={"template_location": where})
+        out.append(d)
+    return out

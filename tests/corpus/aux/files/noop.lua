@@ -1,0 +1,1 @@
+-- loaded by the lua-load corpus case; does nothing

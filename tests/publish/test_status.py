@@ -1,0 +1,136 @@
+"""Publication: /metrics, /healthz, /readyz, /status over a real socket, and the status file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from controller.deploy.target import DeployOutcome, DeployResult
+from controller.diagnostics import Phase, make
+from controller.observability.metrics import Metrics
+from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer, parse_addr
+from controller.render import FileEntry, FileKind, FileSet, RenderResult
+from controller.validation import Pipeline
+
+
+def files(text: str) -> FileSet:
+    return FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, text.encode())])
+
+
+async def verdict(text: str, *diags):
+    return await Pipeline([], haproxy_version=None, cache=None).check(
+        RenderResult(files(text), diagnostics=tuple(diags))
+    )
+
+
+@pytest.fixture
+async def served(tmp_path: Path):
+    metrics = Metrics()
+    board = StatusBoard(tmp_path / "status.json")
+    publisher = Publisher(metrics=metrics, sinks=[board])
+    server = StatusServer(board, metrics, "127.0.0.1:0")
+    await server.start()
+    async with aiohttp.ClientSession() as http:
+        yield publisher, board, server, http, metrics
+    await server.stop()
+
+
+async def fetch(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with http.get(url) as resp:
+        return resp.status, await resp.text()
+
+
+async def test_ready_only_after_a_confirmed_deploy(served, tmp_path: Path) -> None:
+    publisher, _board, server, http, _metrics = served
+    assert await fetch(http, server.url + "/healthz") == (200, "ok\n")
+    assert (await fetch(http, server.url + "/readyz"))[0] == 503
+
+    bad = await verdict("x", make("E1004", Phase.RENDER, "boom"))
+    publisher.record_verdict("startup", bad.report)
+    publisher.publish(Event.rejected("startup", bad.report))
+    assert (await fetch(http, server.url + "/readyz"))[0] == 503
+    status = json.loads((await fetch(http, server.url + "/status"))[1])
+    assert status["ready"] is False and status["running"] is None
+    assert status["lastVerdict"]["valid"] is False
+    assert "E1004" in status["lastVerdict"]["summary"]["ruleIds"]
+
+    good = await verdict("y")
+    assert good.validated is not None
+    failed = DeployResult(
+        "local",
+        DeployOutcome.ROLLED_BACK,
+        good.validated.checksum,
+        None,
+        diagnostics=(make("E7001", Phase.DEPLOY, "refused"),),
+    )
+    publisher.publish(Event.deployed("change", good.validated, [failed]))
+    assert (await fetch(http, server.url + "/readyz"))[0] == 503  # refused by HAProxy: not ready
+
+    done = DeployResult(
+        "local",
+        DeployOutcome.DEPLOYED,
+        good.validated.checksum,
+        good.validated.checksum,
+        reloaded=True,
+    )
+    publisher.publish(Event.deployed("change", good.validated, [done]))
+    assert await fetch(http, server.url + "/readyz") == (200, "ready\n")
+    status = json.loads((await fetch(http, server.url + "/status"))[1])
+    assert status["running"]["checksum"] == good.validated.checksum
+    assert status["lastDeploy"]["targets"][0]["outcome"] == "deployed"
+    assert [e["kind"] for e in status["events"]] == ["rejected", "deploy_failed", "deployed"]
+    assert status["events"][1]["ruleIds"] == ["E7001"]
+    on_disk = json.loads((tmp_path / "status.json").read_text())
+    assert on_disk == status
+
+
+async def test_metrics_endpoint_serves_the_registry(served) -> None:
+    publisher, _, server, http, _metrics = served
+    v = await verdict("z")
+    publisher.record_verdict("change", v.report)
+    async with http.get(server.url + "/metrics") as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        text = await resp.text()
+    assert 'htc_pipeline_runs_total{result="valid",trigger="change"} 1.0' in text
+    assert "htc_pipeline_cache_misses_total 0.0" in text  # no stages ran: neither hit nor miss
+
+
+async def test_spec_rejection_is_published(served) -> None:
+    publisher, board, *_ = served
+    diag = make("E8001", Phase.SPEC, "spec.haproxyConfig: field required")
+    publisher.publish(Event(EventKind.SPEC_REJECTED, "config", diagnostics=(diag,), message="no"))
+    snap = board.snapshot()
+    assert snap["spec"]["lastRejection"]["summary"]["ruleIds"] == ["E8001"]
+    assert snap["ready"] is False
+
+
+def test_a_failing_sink_does_not_stop_the_others() -> None:
+    seen: list[Event] = []
+
+    def broken(_: Event) -> None:
+        raise RuntimeError("sink down")
+
+    publisher = Publisher(metrics=Metrics(), sinks=[broken, seen.append])
+    publisher.publish(Event(EventKind.RUNTIME, "drift", message="x"))
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("addr", "expected"),
+    [
+        ("127.0.0.1:9180", ("127.0.0.1", 9180)),
+        ("[::1]:0", ("::1", 0)),
+        (":8080", ("127.0.0.1", 8080)),
+    ],
+)
+def test_parse_addr(addr: str, expected: tuple[str, int]) -> None:
+    assert parse_addr(addr) == expected
+
+
+def test_parse_addr_rejects_garbage() -> None:
+    with pytest.raises(ValueError):
+        parse_addr("localhost")

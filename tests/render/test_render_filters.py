@@ -1,0 +1,215 @@
+"""The filters: quoting that cannot be broken out of, map columns, data helpers."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from haproxy_model import HOSTILE, config_args, map_entry
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from render_kit import render, spec, text
+
+from controller.render.filters import (
+    FilterError,
+    b64decode,
+    group_by,
+    haproxy_arg,
+    haproxy_quote,
+    map_key,
+    map_value,
+    sort_by,
+)
+
+# Any text HAProxy could carry in one argument: everything but the line enders (and lone
+# surrogates, which are not text and cannot be written to a file at all).
+ONE_LINE = st.text(
+    alphabet=st.characters(blacklist_characters="\x00\n\r", blacklist_categories=("Cs",)),
+    min_size=1,
+)
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("quote", [haproxy_arg, haproxy_quote])
+def test_hostile_values_stay_one_argument(value: str, quote: object) -> None:
+    assert callable(quote)
+    line = f"http-response set-header X-Test {quote(value)} # comment"
+    assert config_args(line) == ["http-response", "set-header", "X-Test", value]
+
+
+@given(ONE_LINE)
+@settings(max_examples=400, deadline=None)
+@example("'")
+@example("\\")
+@example("#")
+@example("${X}")
+def test_haproxy_arg_tokenizes_back_to_exactly_the_value(value: str) -> None:
+    for quote in (haproxy_arg, haproxy_quote):
+        quoted = quote(value)
+        assert not any(c in quoted for c in "\x00\n\r")
+        assert config_args(f"kw {quoted} next") == ["kw", value, "next"]
+        # nothing HAProxy interprets survives outside single quotes: no env expansion, no
+        # double quotes, no comment
+        assert '"' not in _outside_single_quotes(quoted)
+        assert "#" not in _outside_single_quotes(quoted)
+
+
+def _outside_single_quotes(quoted: str) -> str:
+    out, inside, i = [], False, 0
+    while i < len(quoted):
+        c = quoted[i]
+        if c == "'" and not inside:
+            inside = True
+        elif c == "'" and inside:
+            inside = False
+        elif c == "\\" and not inside:
+            i += 1  # the escaped character is literal
+        elif not inside:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+@pytest.mark.parametrize("value", ["a\nb", "a\rb", "a\x00b", "\n", ""])
+def test_values_that_would_end_the_line_or_the_arguments_are_refused(value: str) -> None:
+    for quote in (haproxy_arg, haproxy_quote):
+        with pytest.raises(FilterError):
+            quote(value)
+
+
+def test_plain_values_stay_readable() -> None:
+    assert haproxy_arg("be_default_echo_80") == "be_default_echo_80"
+    assert haproxy_arg("127.0.0.1:8080") == "127.0.0.1:8080"
+    assert haproxy_arg("/api/v1") == "/api/v1"
+    assert haproxy_arg(8080) == "8080"
+    assert haproxy_quote("plain") == "'plain'"
+    assert haproxy_arg("it's") == "'it'\\''s'"
+
+
+def test_logformat_doubles_percent() -> None:
+    assert haproxy_arg("%[env(X)]", logformat=True) == "'%%[env(X)]'"
+    assert config_args("k " + haproxy_arg("100%", logformat=True)) == ["k", "100%%"]
+
+
+@pytest.mark.parametrize("filt", [haproxy_arg, haproxy_quote, map_key, map_value])
+def test_lone_surrogates_are_refused(filt: object) -> None:
+    assert callable(filt)
+    with pytest.raises(FilterError, match="not valid Unicode"):
+        filt("a\ud800b")
+
+
+def test_unencodable_output_is_a_diagnostic() -> None:
+    r = render(spec("{{ extraContext.bad }}\n", extra={"bad": "x\ud800"}))
+    (d,) = r.diagnostics
+    assert d.rule_id == "E1004" and "not valid Unicode" in d.message
+    assert "haproxy.cfg" not in r.files
+
+
+@pytest.mark.parametrize("value", [None, True, ["list"], {"a": 1}])
+def test_non_scalars_are_refused(value: object) -> None:
+    with pytest.raises(FilterError):
+        haproxy_arg(value)
+
+
+# -- map files ----------------------------------------------------------------------------------
+
+KEY = st.text(
+    alphabet=st.characters(blacklist_characters=" \t\n\r\x00", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=60,
+).filter(lambda k: not k.startswith("#"))
+VALUE = st.text(
+    alphabet=st.characters(blacklist_characters="\n\r\x00", blacklist_categories=("Cs",)),
+    max_size=60,
+).filter(lambda v: v == v.strip(" \t"))
+
+
+@given(KEY, VALUE)
+@settings(max_examples=300, deadline=None)
+def test_map_line_reads_back_as_key_and_value(key: str, value: str) -> None:
+    assert map_entry(f"{map_key(key)} {map_value(value)}\n") == (key, value)
+
+
+@pytest.mark.parametrize("key", ["a b", "a\tb", "a\nb", "a\rb", "a\x00b", "#x", ""])
+def test_map_keys_that_would_split_or_comment_are_refused(key: str) -> None:
+    with pytest.raises(FilterError):
+        map_key(key)
+
+
+@pytest.mark.parametrize("value", ["a\nb", "a\rb", "a\x00b", " lead", "trail\t"])
+def test_map_values_that_would_change_are_refused(value: str) -> None:
+    with pytest.raises(FilterError):
+        map_value(value)
+
+
+def test_map_columns_are_bounded_below_haproxys_line_buffer() -> None:
+    with pytest.raises(FilterError):
+        map_key("k" * 5000)
+    with pytest.raises(FilterError):
+        map_value("v" * 9000)
+    assert map_value("two words inside") == "two words inside"
+    assert map_key("a#b") == "a#b"
+
+
+# -- data helpers -----------------------------------------------------------------------------
+
+
+def test_b64decode() -> None:
+    assert b64decode(base64.b64encode("-----BEGIN é-----".encode()).decode()) == "-----BEGIN é-----"
+    for bad in ["not base64!", "YQ", base64.b64encode(b"\xff\xfe").decode()]:
+        with pytest.raises(FilterError):
+            b64decode(bad)
+
+
+OBJS = [
+    {"metadata": {"name": "b", "namespace": "x", "labels": {"app.kubernetes.io/name": "web"}}},
+    {"metadata": {"name": "a", "namespace": "y"}},
+    {"metadata": {"name": "c", "namespace": "x", "labels": {"app.kubernetes.io/name": "api"}}},
+]
+
+
+def test_sort_by_paths_with_missing_values_first() -> None:
+    assert [o["metadata"]["name"] for o in sort_by(OBJS, "metadata.name")] == ["a", "b", "c"]
+    assert [
+        o["metadata"]["name"] for o in sort_by(OBJS, "metadata.namespace", "metadata.name")
+    ] == ["b", "c", "a"]
+    by_label = sort_by(OBJS, "metadata.labels['app.kubernetes.io/name']")
+    assert [o["metadata"]["name"] for o in by_label] == ["a", "c", "b"]
+    assert [o["metadata"]["name"] for o in sort_by(OBJS, "metadata.name", reverse=True)] == [
+        "c",
+        "b",
+        "a",
+    ]
+    with pytest.raises(FilterError):
+        sort_by(OBJS, "metadata[")
+    with pytest.raises(FilterError):
+        sort_by([{"a": 1}, {"a": "x"}], "a")
+
+
+def test_group_by_sorts_groups_and_keeps_item_order() -> None:
+    groups = group_by(OBJS, "metadata.namespace")
+    assert [(g.key, [o["metadata"]["name"] for o in g.items]) for g in groups] == [
+        ("x", ["b", "c"]),
+        ("y", ["a"]),
+    ]
+    labelled = group_by(OBJS, "metadata.labels['app.kubernetes.io/name']")
+    assert [g.key for g in labelled] == [None, "api", "web"]
+    with pytest.raises(FilterError):
+        group_by([{"a": {"b": 1}}], "a")
+
+
+def test_filters_in_templates() -> None:
+    s = spec(
+        "{% set x = extraContext %}"
+        "server {{ x.name | haproxy_arg }} {{ x.addr | haproxy_arg }}\n"
+        "{% for g in x['items'] | group_by('k') %}{{ g.key }}={{ g['items'] | length }} {% endfor %}\n"
+        "{{ (x['items'] | sort_by('n') | first).n }}\n",
+        extra={
+            "name": "web 1",
+            "addr": "10.0.0.1:80",
+            "items": [{"k": "b", "n": 2}, {"k": "a", "n": 1}, {"k": "b", "n": 0}],
+        },
+    )
+    r = render(s)
+    assert text(r) == "server 'web 1' 10.0.0.1:80\na=1 b=2 0\n"
+    assert config_args(text(r).splitlines()[0]) == ["server", "web 1", "10.0.0.1:80"]

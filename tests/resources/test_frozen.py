@@ -1,0 +1,100 @@
+"""Stored objects cannot be changed through any reader: Python code, Jinja2's sandbox, copies."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from controller.resources import FrozenDict, freeze, thaw
+
+SOURCE: dict[str, Any] = {
+    "metadata": {
+        "name": "web",
+        "labels": {"app": "web"},
+        "managedFields": [{"manager": "kubectl"}],
+    },
+    "spec": {"rules": [{"host": "a.example", "paths": [{"path": "/"}]}]},
+}
+
+
+def test_freeze_strips_and_keeps_plain_access() -> None:
+    frozen = freeze(SOURCE, {"metadata": {"managedFields": None}})
+    assert "managedFields" not in frozen["metadata"]
+    assert "managedFields" in SOURCE["metadata"]  # the input is not touched
+    assert isinstance(frozen, Mapping) and isinstance(frozen, dict)
+    assert isinstance(frozen["spec"]["rules"], Sequence)
+    assert frozen["spec"]["rules"][0]["host"] == "a.example"
+    assert json.loads(json.dumps(frozen)) == thaw(frozen)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.__setitem__("x", 1),
+        lambda d: d.__delitem__("metadata"),
+        lambda d: d.update(x=1),
+        lambda d: d.setdefault("x", 1),
+        lambda d: d.pop("metadata"),
+        lambda d: d.popitem(),
+        lambda d: d.clear(),
+        lambda d: d["metadata"]["labels"].__setitem__("app", "evil"),
+    ],
+)
+def test_mutating_methods_raise(mutate: object) -> None:
+    frozen = freeze(SOURCE)
+    with pytest.raises(TypeError, match="read-only"):
+        mutate(frozen)  # type: ignore[operator]
+    assert frozen["metadata"]["labels"]["app"] == "web"
+
+
+def test_in_place_or_raises() -> None:
+    frozen = freeze(SOURCE)
+    with pytest.raises(TypeError):
+        frozen |= {"x": 1}
+
+
+def test_lists_become_tuples() -> None:
+    frozen = freeze(SOURCE)
+    with pytest.raises(AttributeError):
+        frozen["spec"]["rules"].append({})
+
+
+def test_copies_stay_frozen_and_thaw_gives_mutable() -> None:
+    frozen = freeze(SOURCE)
+    deep = copy.deepcopy(frozen)
+    assert deep == frozen and isinstance(deep["metadata"], FrozenDict)
+    assert copy.copy(frozen) is frozen
+    assert pickle.loads(pickle.dumps(frozen)) == frozen
+    plain = thaw(frozen)
+    plain["metadata"]["name"] = "changed"
+    plain["spec"]["rules"].append({})
+    assert frozen["metadata"]["name"] == "web"
+
+
+def test_keys_are_interned() -> None:
+    a = freeze(json.loads('{"metadata": {"namespace": "x"}}'))
+    b = freeze(json.loads('{"metadata": {"namespace": "y"}}'))
+    ka = next(iter(a["metadata"]))
+    kb = next(iter(b["metadata"]))
+    assert ka is kb
+
+
+def test_jinja_sandbox_reads_but_cannot_mutate() -> None:
+    env = ImmutableSandboxedEnvironment()
+    frozen = freeze(SOURCE)
+    out = env.from_string(
+        "{{ o.metadata.name }} {% for r in o.spec.rules %}{{ r.host }}{% endfor %} "
+        "{{ o.metadata.labels | dictsort | first | join('=') }}"
+    ).render(o=frozen)
+    assert out == "web a.example app=web"
+    with pytest.raises(SecurityError):
+        env.from_string("{{ o.metadata.update({'name': 'x'}) }}").render(o=frozen)
+    with pytest.raises(SecurityError):
+        env.from_string("{{ o.__class__ }}{{ o.__setitem__('a', 1) }}").render(o=frozen)

@@ -1,0 +1,171 @@
+"""Time, processes, network, output and concurrency limits of the sandbox, with real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.render import FileSet
+from controller.validation import sandbox
+from controller.validation.sandbox import SandboxPolicy, isolation_for, run_sandboxed
+
+TOOLS = SandboxPolicy(exec_system=True)
+
+
+def _alive_with(marker: str) -> list[int]:
+    """Non-zombie processes whose command line contains ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in cmd and state != "Z":
+            found.append(int(name))
+    return found
+
+
+async def test_timeout_kills_the_whole_process_group() -> None:
+    marker = f"{60 + secrets.randbelow(1000) / 1000:.3f}"
+    started = time.monotonic()
+    res = await run_sandboxed(
+        ["/bin/sh", "-c", f"sleep {marker} & sleep {marker} & wait"],
+        FileSet(),
+        timeout=0.5,
+        policy=TOOLS,
+    )
+    assert time.monotonic() - started < 1.5
+    assert res.timed_out and res.returncode < 0
+    assert _alive_with(f"sleep {marker}") == []
+
+
+async def test_a_process_that_leaves_the_session_is_killed_too() -> None:
+    if not isolation_for(TOOLS).privilege_drop:
+        pytest.skip("needs the per-run uid (controller not running as root)")
+    marker = f"{70 + secrets.randbelow(1000) / 1000:.3f}"
+    res = await run_sandboxed(
+        ["/bin/sh", "-c", f"setsid sleep {marker} </dev/null >/dev/null 2>&1 & exit 0"],
+        FileSet(),
+        timeout=5,
+        policy=TOOLS,
+    )
+    assert res.returncode == 0 and not res.timed_out
+    assert _alive_with(f"sleep {marker}") == []
+
+
+async def test_cancellation_kills_the_check() -> None:
+    marker = f"{80 + secrets.randbelow(1000) / 1000:.3f}"
+    task = asyncio.create_task(
+        run_sandboxed(["/bin/sleep", marker], FileSet(), timeout=30, policy=TOOLS)
+    )
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if _alive_with(f"sleep {marker}"):
+            break
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _alive_with(f"sleep {marker}") == []
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[socket.socket, int]]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    s.setblocking(False)
+    yield s, s.getsockname()[1]
+    s.close()
+
+
+def _accepted(s: socket.socket) -> bool:
+    try:
+        conn, _ = s.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+CONNECT = (
+    "import socket,sys\n"
+    "try:\n"
+    "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=2).close()\n"
+    "    print('connected')\n"
+    "except OSError as e:\n"
+    "    print('refused', e.errno)\n"
+)
+
+
+async def test_network_is_closed(listener: tuple[socket.socket, int]) -> None:
+    s, port = listener
+    res = await run_sandboxed(
+        ["/usr/bin/python3", "-I", "-c", CONNECT, str(port)], FileSet(), timeout=5, policy=TOOLS
+    )
+    assert res.stdout.startswith("refused"), res.stdout + res.stderr
+    assert not _accepted(s)
+
+
+async def test_network_control_when_allowed(listener: tuple[socket.socket, int]) -> None:
+    """The same program connects when the policy keeps the network: the test above can fail."""
+    s, port = listener
+    policy = SandboxPolicy(exec_system=True, network=True)
+    res = await run_sandboxed(
+        ["/usr/bin/python3", "-I", "-c", CONNECT, str(port)], FileSet(), timeout=5, policy=policy
+    )
+    assert res.stdout.startswith("connected"), res.stdout + res.stderr
+    await asyncio.sleep(0.05)
+    assert _accepted(s)
+
+
+async def test_output_is_capped() -> None:
+    policy = SandboxPolicy(exec_system=True, max_output=1000)
+    res = await run_sandboxed(
+        ["/bin/sh", "-c", "yes | head -c 1000000"], FileSet(), timeout=5, policy=policy
+    )
+    assert res.returncode == 0 and res.truncated and len(res.stdout) == 1000
+
+
+async def test_process_limit_stops_fork_bombs() -> None:
+    policy = SandboxPolicy(exec_system=True, limits=sandbox.Limits(processes=8))
+    if not isolation_for(policy).privilege_drop:
+        pytest.skip("RLIMIT_NPROC does not bind root; needs the per-run uid")
+    script = "for i in $(seq 30); do sleep 5 & done 2>&1; wait"
+    res = await run_sandboxed(["/bin/sh", "-c", script], FileSet(), timeout=3, policy=policy)
+    assert "Cannot fork" in res.stdout + res.stderr
+
+
+def test_default_bound_is_the_cpu_count() -> None:
+    assert sandbox.max_concurrency() == len(os.sched_getaffinity(0))
+
+
+async def test_concurrency_never_exceeds_the_bound() -> None:
+    """Six checks of 0.3 s with a bound of 2: at most 2 overlap, and 2 do (no global mutex)."""
+    sandbox.set_max_concurrency(2)
+    try:
+        script = "date +%s.%N; sleep 0.3; date +%s.%N"
+        runs = await asyncio.gather(
+            *(
+                run_sandboxed(["/bin/sh", "-c", script], FileSet(), timeout=10, policy=TOOLS)
+                for _ in range(6)
+            )
+        )
+    finally:
+        sandbox.set_max_concurrency(None)
+    spans = [tuple(float(x) for x in r.stdout.split()) for r in runs]
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    level = peak = 0
+    for _, delta in events:
+        level += delta
+        peak = max(peak, level)
+    assert peak == 2

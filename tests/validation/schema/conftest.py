@@ -1,0 +1,16 @@
+"""Fixtures of the schema tests; the helpers themselves live in schema_helpers.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from schema_helpers import parse_cfg
+
+from controller.validation.syntax import ParsedConfig
+
+
+@pytest.fixture
+def cfg() -> Callable[[str], ParsedConfig]:
+    """The real syntax-stage parser: the schema tests need its spans and section hashes."""
+    return parse_cfg
