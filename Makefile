@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test test-all lint fmt crd bench clean
 
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
+	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)

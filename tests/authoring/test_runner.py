@@ -266,3 +266,29 @@ def test_formats() -> None:
     assert suite.get("tests") == "2" and suite.get("failures") == "1"
     [failure] = suite.iter("failure")
     assert failure.get("type") == "E8060" and "+++ hosts.map (rendered)" in (failure.text or "")
+
+
+def test_http_sources_and_extra_context_reach_the_templates() -> None:
+    cfg = config(
+        {
+            "x": t(
+                {"type": "contains", "target": "blocked.map", "value": "10.0.0.1 blocked"},
+                {"type": "contains", "target": "blocked.map", "value": "# team ops"},
+                httpSources={"blocklist": "10.0.0.1\n"},
+                extraContext={"team": "ops"},
+            )
+        }
+    )
+    spec = cfg.spec.model_copy(
+        update={
+            "maps": {
+                **cfg.spec.maps,
+                "blocked.map": models.Output(
+                    template="# team {{ extraContext.team }}\n"
+                    "{% for ip in http['blocklist'].split() %}{{ ip }} blocked\n{% endfor %}"
+                ),
+            }
+        }
+    )
+    report = asyncio.run(TestRunner(cfg.model_copy(update={"spec": spec})).run())
+    assert report.passed, format_suite(report)

@@ -127,3 +127,26 @@ def test_forked_and_in_process_evaluation_agree(isolation: Isolation) -> None:
     assert [(d.rule_id, d.message) for d in result.diagnostics] == [
         ("E5003", "haproxy.cfg rule loop: long line")
     ]
+
+
+def test_unchanged_objects_are_not_judged_again() -> None:
+    from rules_helpers import filled_store
+
+    from controller.validation.rules.inline import ObjectMemo
+
+    spec = make_spec(watched=WATCHED)
+    rs = RuleSet.from_spec(spec)
+    store = filled_store(spec, {"ingresses": [ingress("bad", "a b"), ingress("ok", "a.local")]})
+    memo = ObjectMemo()
+
+    def judge(view_objects: list[Any]) -> Any:
+        return check_objects(rs, {"ingresses": view_objects}, memo=memo)
+
+    first = judge(store.snapshot().collection("ingresses").list())
+    again = judge(store.snapshot().collection("ingresses").list())
+    assert first.counters.evaluated == 1 and again.counters.evaluated == 0  # all remembered
+    assert [d.message for d in again.diagnostics] == [d.message for d in first.diagnostics]
+    store.apply("ingresses", ingress("ok", "still.ok"))  # a new object for one key
+    third = judge(store.snapshot().collection("ingresses").list())
+    assert third.counters.evaluated == 1
+    assert [d.object.name for d in third.diagnostics if d.object] == ["bad"]

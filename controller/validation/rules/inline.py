@@ -28,7 +28,14 @@ from controller.validation.rules.cel import BudgetExceeded, to_cel
 from controller.validation.rules.compiled import CompiledRule, RuleSet
 from controller.validation.rules.judge import State, judge, output_value
 
-__all__ = ["Batch", "InlineRules", "budget_diagnostic", "check_objects", "subject_of"]
+__all__ = [
+    "Batch",
+    "InlineRules",
+    "ObjectMemo",
+    "budget_diagnostic",
+    "check_objects",
+    "subject_of",
+]
 
 
 @dataclass
@@ -38,6 +45,8 @@ class Batch:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     counters: RuleCounters = field(default_factory=RuleCounters)
     exhausted: BudgetExhaustion | None = None
+    by_self: list[list[Diagnostic]] = field(default_factory=list)
+    """The same diagnostics per ``self``, in the order the selves were given."""
 
 
 def subject_of(obj: Mapping[str, Any]) -> str:
@@ -72,12 +81,12 @@ def judge_many(
     location: Location | None,
 ) -> Batch:
     """Every rule against every ``self``; one counter unit per rule."""
-    batch = Batch()
+    batch = Batch(by_self=[[] for _ in selves])
     evaluated = skipped = failed = 0
     for rule in rules:
         judged = 0
         rule_failed = False
-        for value, subject, ref in selves:
+        for i, (value, subject, ref) in enumerate(selves):
             data = {"self": value, **extra}
             try:
                 j = judge(rule, data, location=location, object=ref, subject=subject)
@@ -85,11 +94,10 @@ def judge_many(
                 judged += 1
                 if batch.exhausted is None:
                     batch.exhausted = iteration_exhaustion()
-                    batch.diagnostics.append(
-                        budget_diagnostic(
-                            rule.title + (f" on {subject}" if subject else ""), batch.exhausted
-                        )
-                    )
+                    where = rule.title + (f" on {subject}" if subject else "")
+                    diag = budget_diagnostic(where, batch.exhausted)
+                    batch.diagnostics.append(diag)
+                    batch.by_self[i].append(diag)
                 continue
             if j.state is State.SKIPPED:
                 continue
@@ -97,6 +105,7 @@ def judge_many(
             if j.diagnostic is not None:
                 rule_failed = True
                 batch.diagnostics.append(j.diagnostic)
+                batch.by_self[i].append(j.diagnostic)
         if judged or not selves:
             evaluated += 1
             failed += rule_failed
@@ -152,17 +161,54 @@ class InlineRules:
         )
 
 
+class ObjectMemo:
+    """Inline verdicts of stored objects, reused while the store still holds the same object.
+
+    Stored objects are frozen and a snapshot shares every unchanged object with the previous
+    one, so identity is a sound key: an object that changed is a new object. The memo keeps
+    the objects it saw in the latest call (strong references, so an id cannot be reused) and
+    forgets the rest; with one object changed, a render judges one object. A batch that ran
+    out of budget is never remembered.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, dict[int, tuple[Mapping[str, Any], tuple[Diagnostic, ...]]]] = {}
+
+    def lookup(
+        self, name: str, objs: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[Diagnostic, ...] | None]:
+        seen = self._seen.get(name, {})
+        out: list[tuple[Diagnostic, ...] | None] = []
+        for o in objs:
+            hit = seen.get(id(o))
+            out.append(hit[1] if hit is not None and hit[0] is o else None)
+        return out
+
+    def replace(
+        self,
+        name: str,
+        objs: Sequence[Mapping[str, Any]],
+        verdicts: Sequence[tuple[Diagnostic, ...] | None],
+    ) -> None:
+        self._seen[name] = {
+            id(o): (o, v) for o, v in zip(objs, verdicts, strict=True) if v is not None
+        }
+
+
 def check_objects(
     ruleset: RuleSet,
     objects: Mapping[str, Iterable[Mapping[str, Any]]],
     *,
     budget: RunBudget | None = None,
     isolation: Isolation = Isolation.AUTO,
+    memo: ObjectMemo | None = None,
 ) -> Batch:
     """Inline rules of watched collections over ``objects`` (collection → objects).
 
     Admission passes the one proposed object; the render-calling code passes every stored
-    object before it renders. Collections without inline rules are not read at all.
+    object before it renders (with a ``memo``, so unchanged objects are not judged again).
+    Collections without inline rules are not read at all. Diagnostics come per object, in
+    the order given.
     """
     budget = budget or RunBudget()
     total = Batch()
@@ -171,12 +217,21 @@ def check_objects(
         rules = ruleset.inline_for(owner) if owner is not None else ()
         if not rules:
             continue
-        selves = [(to_cel(o), subject_of(o), _ref(o)) for o in objects[name]]
-        result = execute(
-            lambda rules=rules, selves=selves: judge_many(rules, selves, {}, None),  # type: ignore[misc]
-            cheap=is_cheap(rules, len(rules) * len(selves)),
-            budget=budget,
-            isolation=isolation,
+        objs = list(objects[name])
+        verdicts: list[tuple[Diagnostic, ...] | None] = (
+            memo.lookup(name, objs) if memo is not None else [None] * len(objs)
+        )
+        todo = [i for i, v in enumerate(verdicts) if v is None]
+        selves = [(to_cel(objs[i]), subject_of(objs[i]), _ref(objs[i])) for i in todo]
+        result = (
+            execute(
+                lambda rules=rules, selves=selves: judge_many(rules, selves, {}, None),  # type: ignore[misc]
+                cheap=is_cheap(rules, len(rules) * len(selves)),
+                budget=budget,
+                isolation=isolation,
+            )
+            if selves
+            else Batch()
         )
         if result is None:
             assert budget.exhausted is not None
@@ -185,7 +240,16 @@ def check_objects(
             )
             total.exhausted = total.exhausted or budget.exhausted
             break
-        total.diagnostics.extend(result.diagnostics)
+        if result.exhausted is None:
+            for i, found in zip(todo, result.by_self, strict=True):
+                verdicts[i] = tuple(found)
+            if memo is not None:
+                memo.replace(name, objs, verdicts)
+            for v in verdicts:
+                total.diagnostics.extend(v or ())
+        else:
+            total.diagnostics.extend(d for v in verdicts for d in (v or ()))
+            total.diagnostics.extend(result.diagnostics)
         total.exhausted = total.exhausted or result.exhausted
         c, b = total.counters, result.counters
         total.counters = RuleCounters(

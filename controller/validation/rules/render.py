@@ -20,7 +20,7 @@ from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion
 from controller.validation.rules.budget import DEFAULT_TIME_BUDGET, Isolation, RunBudget
 from controller.validation.rules.compiled import Locator, RuleSet
-from controller.validation.rules.inline import InlineRules, check_objects
+from controller.validation.rules.inline import InlineRules, ObjectMemo, check_objects
 
 __all__ = ["RuledRenderer"]
 
@@ -48,6 +48,7 @@ class RuledRenderer:
         self.ruleset = ruleset if ruleset is not None else RuleSet.from_spec(renderer.spec)
         self.time_budget = time_budget
         self.isolation = isolation
+        self._memo = ObjectMemo()
 
     @classmethod
     def from_spec(
@@ -76,7 +77,9 @@ class RuledRenderer:
             if self.ruleset.inline_for(o) and o.name in view.names()
         }
         if wanted:
-            batch = check_objects(self.ruleset, wanted, budget=budget, isolation=self.isolation)
+            batch = check_objects(
+                self.ruleset, wanted, budget=budget, isolation=self.isolation, memo=self._memo
+            )
             early.extend(batch.diagnostics)
             if batch.exhausted is not None:
                 budgets.append(_budget(batch.exhausted))
