@@ -952,6 +952,7 @@ _LINT = _rules(
     ),
 )
 
+
 def _merge(*tables: dict[str, Rule]) -> dict[str, Rule]:
     merged: dict[str, Rule] = {}
     for table in tables:
