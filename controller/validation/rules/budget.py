@@ -110,7 +110,6 @@ def execute(
         else:
             result = run_isolated(fn, budget.remaining)
     except WorkerDeadline:
-        result = None
         budget.used += time.monotonic() - started
         budget.exhausted = _time(budget)
         return None

@@ -30,9 +30,12 @@ __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "BudgetExceeded",
     "CompileError",
+    "EvalError",
     "Program",
     "compile_expression",
+    "compiles_in",
     "evaluate",
+    "full_env",
     "probe_env",
     "to_cel",
 ]

@@ -105,6 +105,16 @@ class RulesStage:
         self.time_budget = time_budget
         self.isolation = isolation
         self.plan = plan(ruleset)
+        self._memo: tuple[RenderResult, DeferredInputs] | None = None
+
+    def _inputs(self, render: RenderResult) -> DeferredInputs:
+        """Converted once per candidate: the pipeline asks for the cache key, then runs."""
+        memo = self._memo
+        if memo is not None and memo[0] is render:
+            return memo[1]
+        inputs = deferred_inputs(self.ruleset, render)
+        self._memo = (render, inputs)
+        return inputs
 
     def fingerprint(self) -> str:
         return hashlib.sha256(
@@ -115,7 +125,7 @@ class RulesStage:
         """Digest of the non-output inputs deferred rules read; None when they read none."""
         if not self.ruleset.reads_inputs():
             return None
-        inputs = deferred_inputs(self.ruleset, render)
+        inputs = self._inputs(render)
         reads_extra = any(EXTRA in r.refs.variables for r in self.ruleset.deferred)
         doc = {
             "collections": {n: [o for o, _, _ in objs] for n, objs in inputs.collections.items()},
@@ -128,7 +138,8 @@ class RulesStage:
         diagnostics = list(self.ruleset.diagnostics)
         if not self.plan.order and not diagnostics:
             return StageOutcome(rules=RuleCounters())
-        inputs = deferred_inputs(self.ruleset, ctx.render)
+        inputs = self._inputs(ctx.render)
+        self._memo = None  # do not keep the candidate alive after its run
         evaluations = sum(
             len(inputs.collections.get(r.owner.name, ()))
             if r.owner.kind is OwnerKind.COLLECTION

@@ -21,6 +21,8 @@ TEST_FORMATS: tuple[str, ...] = get_args(TestFormat)
 
 _LABEL = {TestStatus.PASSED: "PASS", TestStatus.FAILED: "FAIL", TestStatus.ERROR: "ERROR"}
 _MAX_CONTEXT = 5
+_WHOLE = frozenset({"valid", "invalid", "renderError"})
+"""Assertions about the whole candidate, not one output."""
 
 
 def format_suite(report: SuiteReport, fmt: str = "text") -> str:
@@ -38,7 +40,8 @@ def _details(t: TestResult) -> list[str]:
     for a in t.assertions:
         if a.passed:
             continue
-        lines.append(f"  assertion {a.index} ({a.type.value} {a.target}): {a.message}")
+        what = a.type.value if a.type.value in _WHOLE else f"{a.type.value} {a.target}"
+        lines.append(f"  assertion {a.index} ({what}): {a.message}")
         if a.description:
             lines.append(f"    {a.description}")
         if a.diff:

@@ -222,7 +222,8 @@ class TestRunner:
         )
 
     def _failure(self, name: str, r: AssertionResult) -> Diagnostic:
-        what = f"{r.type.value}" + (f" {r.target}" if r.type not in _NEEDS_PIPELINE else "")
+        whole = r.type in _NEEDS_PIPELINE or r.type is AssertionType.RENDER_ERROR
+        what = r.type.value + ("" if whole else f" {r.target}")
         text = f"test {name}: assertion {r.index} ({what}) failed: {r.message}"
         if r.description:
             text += f" — {r.description}"
