@@ -41,6 +41,10 @@ _ITEM_FIRST = (dict, FrozenDict)
 _TYPE_ATTRS = {tp: frozenset(dir(tp)) for tp in _ITEM_FIRST}
 _SAFE_CACHE_SIZE = 4096
 
+#: Jinja2 built-ins whose output differs between two renders of the same inputs.
+NONDETERMINISTIC_FILTERS = ("random",)
+NONDETERMINISTIC_GLOBALS = ("lipsum",)
+
 
 def bounded_range(*args: int) -> range:
     """``range`` with a size limit, reported as a sandbox violation."""
@@ -97,6 +101,12 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             cache_size=0,
         )
         self.globals["range"] = bounded_range
+        # A render must be a pure function of its inputs: identical inputs give identical
+        # bytes, or checksums, caching and "deploy only when changed" stop meaning anything.
+        for name in NONDETERMINISTIC_FILTERS:
+            del self.filters[name]
+        for name in NONDETERMINISTIC_GLOBALS:
+            del self.globals[name]
         self._locations: dict[tuple[str, int], TemplateLocation] = {}
         self._safe: dict[tuple[type, str], bool] = {}
         self._plain: dict[Any, bool] = {}
