@@ -66,3 +66,18 @@ def get(port: int) -> str:
 
 async def aget(port: int) -> str:
     return await asyncio.to_thread(get, port)
+
+
+async def aget_eventually(port: int, expected: str, timeout: float = 5.0) -> str:
+    """Poll until the port answers ``expected`` or ``timeout`` passes; return the last answer.
+
+    For moments where HAProxy is legitimately between processes (a restarted master whose new
+    worker is still binding): the answer must arrive, but not necessarily on the first try.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        answer = await aget(port)
+        if answer == expected or loop.time() >= deadline:
+            return answer
+        await asyncio.sleep(0.05)

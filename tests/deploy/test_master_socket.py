@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from deploy_helpers import aget, config_set, validated
+from deploy_helpers import aget, aget_eventually, config_set, validated
 
 from controller.deploy.files import MANIFEST, PREVIOUS
 from controller.deploy.master_cli import MasterCli
@@ -183,7 +183,7 @@ async def test_killed_master_is_replaced_and_its_orphans_ended(local, port: int)
             break
         await asyncio.sleep(0.05)
     assert sup.pid != table.master_pid
-    assert await aget(port) == "kept"
+    assert await aget_eventually(port, "kept") == "kept"
     # The dead master's worker would otherwise keep serving the port next to the new one.
     assert all(_state(w) in ("Z", "gone") for w in table.worker_pids)
     assert metrics.sample("htc_haproxy_restarts_total", {"reason": "master_exited"}) == 1
