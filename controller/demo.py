@@ -28,6 +28,7 @@ from controller.cli.local import banner
 from controller.local.app import LocalApp, LocalOptions
 from controller.local.binary import HAProxyNotFound
 from controller.observability.logging import configure
+from controller.publish import Event, EventKind
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
 LOOPBACK = "127.0.0.1"
@@ -142,6 +143,16 @@ async def run(args: argparse.Namespace) -> int:
         found = move_ports(copy, found)
     runners = await start_backends(found)
     try:
+        return await _serve(args, copy, work)
+    finally:
+        for r in runners:
+            await r.cleanup()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+async def _serve(args: argparse.Namespace, copy: Path, work: Path) -> int:
+    try:
         app = LocalApp(
             LocalOptions(
                 directory=copy,
@@ -151,26 +162,49 @@ async def run(args: argparse.Namespace) -> int:
                 work_dir=work / "run",
             )
         )
-    except HAProxyNotFound as exc:
+    except (HAProxyNotFound, ValueError) as exc:  # no usable binary; a malformed address
         print(f"demo: {exc}", file=sys.stderr)
         return 2
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, app.request_stop)
     try:
-        await app.start()
+        try:
+            await app.start()
+        except OSError as exc:  # the status address (or a backend's) is taken
+            print(f"demo: cannot start: {exc}", file=sys.stderr)
+            return 2
         print(banner(app))
-        print(describe(args.listen, copy))
+        _advertise_once_ready(app, describe(args.listen, copy))
         sys.stdout.flush()
         await app.wait_stopped()
     finally:
         await app.stop()
-        for r in runners:
-            await r.cleanup()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     print("demo stopped")
     return 0
+
+
+def _advertise_once_ready(app: LocalApp, text: str) -> None:
+    """Print what to curl as soon as HAProxy serves a validated set, and not before: a
+    newcomer told to curl a port nothing listens on learns only that the demo is broken."""
+    if app.board.ready:
+        print(text)
+        return
+    print(
+        "\nHAProxy is not serving yet (see above); what to curl is printed once a "
+        "configuration is deployed.\n"
+    )
+    shown = False
+
+    def sink(event: Event) -> None:
+        nonlocal shown
+        if not shown and event.kind is EventKind.DEPLOYED:
+            shown = True
+            print(text, flush=True)
+
+    app.publisher.add_sink(sink)
 
 
 def describe(listen: str, copy: Path) -> str:

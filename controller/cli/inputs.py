@@ -13,7 +13,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+import click
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import (
@@ -30,20 +32,26 @@ from controller.resources import (
     Manifest,
     Store,
     StoreConfigError,
+    check_watched,
     collections_for,
     load_manifests,
     object_key,
     object_ref,
 )
-from controller.spec.loader import load_config
+from controller.spec.loader import Locate, load_config_located
 from controller.spec.models import KIND, HAProxyTemplateConfig
+
+if TYPE_CHECKING:
+    from controller.validation.rules import RuleSet
 
 __all__ = [
     "InputError",
     "Inputs",
     "echo_diagnostics",
+    "http_option",
     "load_inputs",
     "load_raw",
+    "read_http",
     "render_inputs",
 ]
 
@@ -62,6 +70,10 @@ class Inputs:
     store: Store
     diagnostics: list[Diagnostic] = field(default_factory=list)
     """Warnings and notes about the inputs (duplicates, objects nothing watches)."""
+    locate: Locate | None = None
+    """Config field path → its line in the config file, so rule errors point at YAML."""
+    http: dict[str, str] = field(default_factory=dict)
+    """Content per httpSources name, read from the files given with --http."""
 
 
 def _where(m: Manifest) -> Location:
@@ -117,11 +129,19 @@ def _fill(store: Store, manifests: Iterable[Manifest]) -> list[Diagnostic]:
     return notes
 
 
-def load_inputs(config_path: Path, resources: Sequence[Path]) -> Inputs:
-    """Read the config and every manifest, and fill a store by the config's collections."""
-    config, problems = load_config(config_path)
+def load_inputs(config_path: Path, resources: Sequence[Path], http: Sequence[str] = ()) -> Inputs:
+    """Read the config and every manifest, and fill a store by the config's collections.
+
+    ``http`` holds ``NAME=FILE`` options: the content of each declared httpSources entry
+    (nothing is fetched here).
+    """
+    config, problems, locate = load_config_located(config_path)
     if config is None or problems:
         raise InputError(problems)
+    problems = check_watched(config.spec.watched_resources, locate)
+    if problems:
+        raise InputError(problems)
+    contents = read_http(config, http, locate)
     missing = [p for p in resources if not p.exists()]
     if missing:
         raise InputError(
@@ -142,13 +162,81 @@ def load_inputs(config_path: Path, resources: Sequence[Path]) -> Inputs:
         store = Store.from_spec(config)
     except StoreConfigError as exc:
         raise InputError(exc.diagnostics) from None
-    return Inputs(config, store, _fill(store, manifests))
+    return Inputs(config, store, _fill(store, manifests), locate, contents)
 
 
-def render_inputs(inputs: Inputs) -> RenderResult:
-    from controller.render.renderer import Renderer  # the heaviest import; only when rendering
+def render_inputs(inputs: Inputs, ruleset: RuleSet | None = None) -> RenderResult:
+    """Render as reconcile does: the inline rules of the loaded objects first, then of each
+    output right after it renders. ``htc render`` must not write, without a word, what the
+    controller would refuse; the deferred rules are the pipeline's (``htc validate``)."""
+    from controller.validation.rules import RuledRenderer  # heavy; only when rendering
 
-    return Renderer(inputs.config.spec).render(inputs.store.snapshot())
+    renderer = RuledRenderer.from_spec(inputs.config.spec, locate=inputs.locate, ruleset=ruleset)
+    return renderer.render(inputs.store.snapshot(), http=inputs.http)
+
+
+HTTP_OPTION = "--http"
+
+http_option = click.option(
+    HTTP_OPTION,
+    "http",
+    multiple=True,
+    metavar="NAME=FILE",
+    help="Content of the httpSources entry NAME, read from FILE (repeatable; every declared "
+    "source needs one, since nothing is fetched).",
+)
+"""The option both commands take; :func:`read_http` reads what it names."""
+
+
+def read_http(
+    config: HAProxyTemplateConfig, options: Sequence[str], locate: Locate | None = None
+) -> dict[str, str]:
+    """Content per declared HTTP source from ``NAME=FILE`` options.
+
+    A render without network cannot fetch, and a template reading ``http['x']`` without
+    content would fail with an undefined value far from the cause; so every declared source
+    must be given, and a name that is not declared is a typo.
+    """
+    declared = sorted(config.spec.http_sources)
+    problems: list[Diagnostic] = []
+    contents: dict[str, str] = {}
+    for option in options:
+        name, sep, file = option.partition("=")
+        if not sep or not name or not file:
+            problems.append(_http_problem(f"{HTTP_OPTION} {option!r}: expected NAME=FILE"))
+            continue
+        if name not in config.spec.http_sources:
+            problems.append(
+                _http_problem(
+                    f"{HTTP_OPTION} {name}: no httpSources entry named {name!r} "
+                    f"(declared: {', '.join(declared) or 'none'})"
+                )
+            )
+            continue
+        path = Path(file)
+        try:
+            contents[name] = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            problems.append(_unreadable(path, f"cannot read: {exc.strerror or exc}"))
+        except UnicodeDecodeError as exc:
+            problems.append(_unreadable(path, f"not UTF-8 text ({exc.reason})"))
+    given = {option.partition("=")[0] for option in options}
+    for name in declared:
+        if name not in given:
+            problems.append(
+                _http_problem(
+                    f"httpSources entry {name!r} has no content: give it with "
+                    f"{HTTP_OPTION} {name}=FILE (nothing is fetched here)",
+                    locate(("spec", "httpSources", name)) if locate else None,
+                )
+            )
+    if problems:
+        raise InputError(problems)
+    return contents
+
+
+def _http_problem(message: str, location: Location | None = None) -> Diagnostic:
+    return make("E8005", Phase.SPEC, message, location=location)
 
 
 def _unreadable(path: Path, why: str) -> Diagnostic:
@@ -184,7 +272,12 @@ def load_raw(config: Path, aux: Path | None = None) -> RenderResult:
                 if not item.is_file():
                     problems.append(_unreadable(item, f"only plain files are allowed in {sub}/"))
                     continue
-                entries.append(FileEntry(path_for(kind, item.name), kind, _read(item)))
+                try:
+                    path = path_for(kind, item.name)
+                except ValueError as exc:
+                    problems.append(_unreadable(item, str(exc)))
+                    continue
+                entries.append(FileEntry(path, kind, _read(item)))
         if problems:
             raise InputError(problems)
     return RenderResult(files=FileSet.of(entries))

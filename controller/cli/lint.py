@@ -7,10 +7,13 @@ read at all or the command was misused.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import click
 
@@ -18,7 +21,14 @@ from controller.cli.inputs import echo_diagnostics
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.spec.loader import PathKey, parse_config, read_documents
 from controller.spec.models import KIND, HAProxyTemplateConfig
-from controller.validation import FORMATS, InvalidOptionError, ValidationOptions, format_report
+from controller.validation import (
+    FORMATS,
+    InvalidOptionError,
+    ValidationOptions,
+    ValidationReport,
+    format_report,
+)
+from controller.validation.formats.sarif import sarif_log
 from controller.validation.lint import lint_report, lint_spec, spec_failure_report, spec_locator
 from controller.validation.rules import Locator
 
@@ -36,6 +46,8 @@ class Loaded:
     locate: Locator | None
     unreadable: bool = False
     """True when not even the YAML could be read (exit 2)."""
+    source: str | None = None
+    """The file's text, so findings in templates can point at their YAML lines."""
 
 
 def load_located(path: Path) -> Loaded:
@@ -48,7 +60,7 @@ def load_located(path: Path) -> Loaded:
         return Loaded(None, [diag], None, unreadable=True)
     docs, problems = read_documents(text, file)
     if problems:
-        return Loaded(None, problems, None, unreadable=True)
+        return Loaded(None, problems, None, unreadable=True, source=text)
     ours: list[tuple[Mapping[str, object], Mapping[PathKey, int]]] = [
         (d, lines) for d, lines in docs if isinstance(d, Mapping) and d.get("kind") == KIND
     ]
@@ -59,10 +71,10 @@ def load_located(path: Path) -> Loaded:
             f"{file} holds {len(ours)} {KIND} documents; keep exactly one",
             location=Location(file=file, line=1),
         )
-        return Loaded(None, [diag], None)
+        return Loaded(None, [diag], None, source=text)
     doc, lines = ours[0]
     config, diags = parse_config(doc, file=file, lines=lines)
-    return Loaded(config, diags, spec_locator(file, lines))
+    return Loaded(config, diags, spec_locator(file, lines), source=text)
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -111,6 +123,40 @@ def command(
         )
     except InvalidOptionError as exc:
         raise click.UsageError(str(exc)) from None
-    report = lint_report(lint_spec(spec, locate=loaded.locate), options)
-    _write(format_report(report, fmt), output)
+    report = lint_report(lint_spec(spec, locate=loaded.locate, source=loaded.source), options)
+    text = _sarif(report, str(config_path)) if fmt == "sarif" else format_report(report, fmt)
+    _write(text, output)
     raise SystemExit(EXIT_CLEAN if report.valid else EXIT_FINDINGS)
+
+
+def _sarif(report: ValidationReport, config_file: str) -> str:
+    """SARIF whose results point at the config file, the file a repository holds.
+
+    The report format puts the template first (it is written for rendered candidates, whose
+    files exist nowhere); lint findings carry the config file's line, so that becomes the
+    primary location, as a plain relative URI a code-scanning UI resolves in the checkout,
+    and the template the related one.
+    """
+    log = sarif_log(report)
+    for result, d in zip(log["runs"][0]["results"], report.diagnostics, strict=True):
+        loc = d.location
+        if loc is None or loc.file != config_file:
+            continue
+        physical: dict[str, Any] = {"artifactLocation": {"uri": quote(loc.file, safe="/@-._~")}}
+        if loc.line:
+            physical["region"] = {"startLine": loc.line}
+        related = [x for x in result.get("locations", []) if _is_template(x)]
+        for i, x in enumerate(related, start=1):
+            x["id"] = i
+            x["message"] = {"text": "template"}
+        result["locations"] = [{"physicalLocation": physical}]
+        if related:
+            result["relatedLocations"] = related
+        else:
+            result.pop("relatedLocations", None)
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _is_template(location: dict[str, Any]) -> bool:
+    artifact = location.get("physicalLocation", {}).get("artifactLocation", {})
+    return bool(artifact.get("uriBaseId") == "TEMPLATES")

@@ -14,6 +14,13 @@ from controller.local.binary import HAProxyNotFound
 from controller.observability.logging import configure
 
 
+class CannotStart(click.ClickException):
+    """Exit status 2: the input (binary, address) or the environment (a taken port) does not
+    let ``htc local`` start at all, as opposed to 1 for a failure while it ran."""
+
+    exit_code = 2
+
+
 @click.command(name="local")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
@@ -76,12 +83,12 @@ def command(
     )
     try:
         app = LocalApp(options)
-    except (HAProxyNotFound, ValueError) as exc:  # no binary; a malformed --status-addr
-        raise click.ClickException(str(exc)) from None
+    except (HAProxyNotFound, ValueError) as exc:  # an unusable binary; a malformed address
+        raise CannotStart(str(exc)) from None
     try:
         asyncio.run(serve(app))
-    except OSError as exc:  # e.g. the status address is taken
-        raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the status address is taken, the work directory not writable
+        raise CannotStart(f"cannot start: {exc}") from None
 
 
 async def serve(app: LocalApp) -> None:

@@ -1,7 +1,13 @@
 """`htc test`: run a config's embedded tests (spec.tests).
 
-Exit codes: 0 every selected test passed, 1 a test failed or could not run, 2 the config
-could not be read, has no tests, or none matches --filter.
+The config is linted first, exactly as the controller lints a new HAProxyTemplateConfig: a
+config the controller would refuse must not get a green suite, however its tests would fare.
+
+Exit codes: 0 every selected test passed, 1 a test failed or could not run, the config is
+invalid or lint found errors (the result then holds a failing ``lint`` entry), 2 the file
+could not be read, has no tests, or none matches --filter. With ``-o FILE`` a result is
+written in every case that judged the file, so CI never reads an old or missing file as a
+pass.
 """
 
 from __future__ import annotations
@@ -15,7 +21,16 @@ import click
 from controller.cli.inputs import echo_diagnostics
 from controller.cli.lint import EXIT_USAGE, load_located
 from controller.cli.validate import _quiet_logs as quiet_logs
-from controller.validation.testing import TEST_FORMATS, TestRunner, format_suite, select_tests
+from controller.diagnostics import Severity
+from controller.validation.lint import lint_report, lint_spec, spec_failure_report
+from controller.validation.report import ValidationReport
+from controller.validation.testing import (
+    TEST_FORMATS,
+    SuiteReport,
+    TestRunner,
+    format_suite,
+    select_tests,
+)
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1
@@ -56,10 +71,20 @@ def command(
     """
     quiet_logs()
     loaded = load_located(config_path)
-    if loaded.config is None or loaded.diagnostics:
+    if loaded.unreadable:
         echo_diagnostics(loaded.diagnostics)
+        if output is not None:
+            _emit(_refused(str(config_path), spec_failure_report(loaded.diagnostics)), fmt, output)
         raise SystemExit(EXIT_USAGE)
+    if loaded.config is None or loaded.diagnostics:
+        _emit(_refused(str(config_path), spec_failure_report(loaded.diagnostics)), fmt, output)
+        raise SystemExit(EXIT_FAILED)
     config = loaded.config
+    lint = lint_spec(config.spec, locate=loaded.locate, source=loaded.source)
+    if lint.errors:
+        _emit(_refused(config.metadata.name, lint_report(lint)), fmt, output)
+        raise SystemExit(EXIT_FAILED)
+    echo_diagnostics(d for d in lint.diagnostics if d.severity is Severity.WARNING)
     names = select_tests(config.spec.tests, pattern)
     if not names:
         what = f"matching {pattern!r}" if pattern else "in spec.tests"
@@ -67,15 +92,29 @@ def command(
         raise SystemExit(EXIT_USAGE)
     runner = TestRunner(config, haproxy_binary=haproxy_binary, locate=loaded.locate)
     report = asyncio.run(runner.run(names, workers=workers))
+    _emit(report, fmt, output)
+    raise SystemExit(EXIT_PASSED if report.passed else EXIT_FAILED)
+
+
+def _refused(config: str, lint: ValidationReport) -> SuiteReport:
+    return SuiteReport(config=config, passed=False, lint=lint, counts=_NO_TESTS)
+
+
+_NO_TESTS = {"passed": 0, "failed": 0, "error": 0, "total": 0}
+
+
+def _emit(report: SuiteReport, fmt: str, output: Path | None) -> None:
     text = format_suite(report, fmt)
     if output is None:
         sys.stdout.write(text)
-    else:
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            click.echo(f"{output}: cannot write: {exc.strerror or exc}", err=True)
-            raise SystemExit(EXIT_USAGE) from None
-        c = report.counts
-        click.echo(f"{c['passed']}/{c['total']} passed; result in {output}", err=True)
-    raise SystemExit(EXIT_PASSED if report.passed else EXIT_FAILED)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"{output}: cannot write: {exc.strerror or exc}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
+    if report.lint is not None and not report.lint.valid:
+        click.echo(f"lint failed, no test ran; result in {output}", err=True)
+        return
+    c = report.counts
+    click.echo(f"{c['passed']}/{c['total']} passed; result in {output}", err=True)

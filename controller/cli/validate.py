@@ -15,7 +15,15 @@ from typing import NoReturn
 
 import click
 
-from controller.cli.inputs import InputError, Inputs, echo_diagnostics, load_inputs, load_raw
+from controller.cli.inputs import (
+    InputError,
+    echo_diagnostics,
+    http_option,
+    load_inputs,
+    load_raw,
+    render_inputs,
+)
+from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
 from controller.observability.logging import configure as configure_logging
 from controller.render import RenderResult
@@ -29,6 +37,7 @@ from controller.validation import (
     ValidationReport,
     format_report,
 )
+from controller.validation.report import Counts, ReportMetadata, ReportStatus
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
@@ -54,9 +63,24 @@ def _quiet_logs() -> None:
     configure_logging(level="warning", stream=_LiveStderr())  # type: ignore[arg-type]
 
 
-def _fail_inputs(diagnostics: Sequence[Diagnostic]) -> NoReturn:
+def _fail_inputs(diagnostics: Sequence[Diagnostic], fmt: str, output: Path | None) -> NoReturn:
+    """Exit 2 with the reasons on stderr; with a machine format also as a report, because a
+    CI job that parses stdout (or --output) must see *why* nothing was judged."""
     echo_diagnostics(diagnostics)
+    if fmt != "text":
+        _emit(input_error_report(diagnostics), fmt, output, None)
     raise SystemExit(EXIT_USAGE)
+
+
+def input_error_report(diagnostics: Sequence[Diagnostic]) -> ValidationReport:
+    """The report for inputs that could not be judged: status error, no stage ran."""
+    shown = sorted(diagnostics, key=lambda d: d.sort_key())
+    return ValidationReport(
+        valid=False,
+        status=ReportStatus.ERROR,
+        diagnostics=shown,
+        metadata=ReportMetadata(counts=Counts.of(shown)),
+    )
 
 
 @click.command(name="validate")
@@ -78,6 +102,19 @@ def _fail_inputs(diagnostics: Sequence[Diagnostic]) -> NoReturn:
     type=click.Path(path_type=Path, file_okay=False),
     help="With --raw: directory whose maps/, certs/ and files/ join the file set.",
 )
+@click.option(
+    "--settings",
+    "settings_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --raw: YAML file with a `validation:` block (as in spec.validation).",
+)
+@click.option(
+    "--allow",
+    multiple=True,
+    metavar="NAME",
+    help="With --raw: allow a denied directive (repeatable; adds to policy.allowDirectives).",
+)
+@http_option
 @click.option("--haproxy", "haproxy_binary", help="haproxy binary for `haproxy -c`.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option(
@@ -94,6 +131,9 @@ def command(
     resources: tuple[Path, ...],
     raw: Path | None,
     aux: Path | None,
+    settings_file: Path | None,
+    allow: tuple[str, ...],
+    http: tuple[str, ...],
     haproxy_binary: str | None,
     fmt: str,
     output: Path | None,
@@ -104,32 +144,37 @@ def command(
 
     \b
     htc validate CONFIG.yaml --resources DIR [--format json] [--strict]
-    htc validate --raw haproxy.cfg [--aux DIR]
+    htc validate --raw haproxy.cfg [--aux DIR] [--settings FILE] [--allow NAME]
     """
     _quiet_logs()
     if raw is not None:
-        if paths or resources:
-            raise click.UsageError("--raw validates a file set on its own; drop CONFIG/--resources")
-        settings = ValidationSettings()
+        if paths or resources or http:
+            raise click.UsageError(
+                "--raw validates a file set on its own; drop CONFIG/--resources/--http"
+            )
         spec = None
         try:
+            settings = _raw_settings(settings_file, allow)
             render = load_raw(raw, aux)
         except InputError as exc:
-            _fail_inputs(exc.diagnostics)
+            _fail_inputs(exc.diagnostics, fmt, output)
     else:
         if not paths:
             raise click.UsageError("give CONFIG.yaml (or --raw haproxy.cfg)")
-        if aux is not None:
-            raise click.UsageError("--aux only goes with --raw")
+        for flag, given in (("--aux", aux), ("--settings", settings_file), ("--allow", allow)):
+            if given:
+                raise click.UsageError(
+                    f"{flag} only goes with --raw (a config carries spec.validation)"
+                )
         config_path, *extra = paths
         try:
-            inputs = load_inputs(config_path, [*resources, *extra])
+            inputs = load_inputs(config_path, [*resources, *extra], http)
         except InputError as exc:
-            _fail_inputs(exc.diagnostics)
+            _fail_inputs(exc.diagnostics, fmt, output)
         echo_diagnostics(inputs.diagnostics)
         spec = inputs.config.spec
         settings = spec.validation
-        render = _render_with_rules(inputs)
+        render = render_inputs(inputs)
     try:
         pipeline = (
             Pipeline.from_spec(spec, haproxy_binary=haproxy_binary)
@@ -140,7 +185,7 @@ def command(
             strict=strict, severity_level=severity
         )
     except PipelineSetupError as exc:
-        _fail_inputs(exc.diagnostics)
+        _fail_inputs(exc.diagnostics, fmt, output)
     except InvalidOptionError as exc:
         raise click.UsageError(str(exc)) from None
     report = asyncio.run(pipeline.validate(render, options=options))
@@ -148,15 +193,18 @@ def command(
     raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
 
 
-def _render_with_rules(inputs: Inputs) -> RenderResult:
-    """Render as reconcile does: inline rules on the loaded objects first, then on each
-    output right after it renders (the pipeline runs the deferred ones)."""
-    from controller.validation.rules import RuledRenderer
+def _raw_settings(path: Path | None, allow: Sequence[str]) -> ValidationSettings:
+    settings = load_settings(path) if path is not None else ValidationSettings()
+    if not allow:
+        return settings
+    names = [*settings.policy.allow_directives, *(a for a in allow if a)]
+    policy = settings.policy.model_copy(update={"allow_directives": list(dict.fromkeys(names))})
+    return settings.model_copy(update={"policy": policy})
 
-    return RuledRenderer.from_spec(inputs.config.spec).render(inputs.store.snapshot())
 
-
-def _emit(report: ValidationReport, fmt: str, output: Path | None, render: RenderResult) -> None:
+def _emit(
+    report: ValidationReport, fmt: str, output: Path | None, render: RenderResult | None
+) -> None:
     text = format_report(report, fmt, render=render)
     if output is None:
         sys.stdout.write(text)

@@ -80,6 +80,18 @@ class MasterSocketTarget:
     async def deploy(self, validated: ValidatedFileSet) -> DeployResult:
         if not isinstance(validated, ValidatedFileSet):
             raise TypeError("deploy targets accept only a ValidatedFileSet from the pipeline")
+        if not validated.verify():
+            diag = make(
+                "F7012",
+                Phase.DEPLOY,
+                f"file set {validated.checksum[:12]} does not match the checksum its verdict "
+                f"was given for ({(validated.report.metadata.checksum or 'none')[:12]}); "
+                "not deployed",
+            )
+            _log.error("validated set altered", target=self.name, checksum=validated.checksum)
+            return self._result(
+                DeployOutcome.FAILED, validated.files, time.monotonic(), diagnostics=[diag]
+            )
         async with self._lock:
             return await self._deploy(validated.files)
 

@@ -7,9 +7,10 @@ The wire form is camelCase so that JSON, SARIF and Kubernetes status share field
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -55,10 +56,44 @@ class Phase(StrEnum):
     """The pipeline's own bookkeeping (missing main config, internal errors outside a stage)."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, decoded with surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
+
+
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\xNN`` (or ``\\uNNNN``).
+
+    Configurations are decoded with ``surrogateescape`` so that no byte is lost, and their
+    words end up in messages and locations. A lone surrogate cannot be encoded as UTF-8, so
+    one stray Latin-1 byte would make the whole report unserializable; escaping it keeps the
+    report valid and still shows which byte it was.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(_escape_surrogate, text)
+    return text
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(
         frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
     )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _encodable(cls, value: object) -> object:
+        # Every text field, so that no producer (message, file name, template name) can make a
+        # finding that fails to serialize.
+        return encodable(value) if isinstance(value, str) else value
 
 
 class Location(_Wire):

@@ -21,7 +21,10 @@ from typing import Any
 
 from controller.diagnostics.model import Diagnostic, Phase, Severity
 
-DOCS_BASE = "https://haproxy-template.dev/docs/rules/"
+DOCS_PAGE = "docs/diagnostics.md"
+"""Where every rule is described, relative to the repository root; generated from this
+registry (``python -m controller.diagnostics docs``), so a link never points at nothing."""
+DOCS_BASE = f"{DOCS_PAGE}#"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +40,7 @@ class Rule:
 
     @property
     def documentation_url(self) -> str:
-        return f"{DOCS_BASE}{self.id}"
+        return f"{DOCS_BASE}{self.id.lower()}"  # the anchor of the heading "### E1001"
 
 
 class UnknownRuleError(KeyError):
@@ -66,7 +69,7 @@ _INTERNAL = _rules(
         "E0002",
         "Analysis incomplete",
         "A stage ran out of its time or cost budget, so the candidate could not be proven valid.",
-        "Simplify the input or raise the budget; it is never a pass.",
+        "Simplify the input or rule, or raise a timeout; the CEL loop cap is fixed. Never a pass.",
     ),
     (
         "I0003",
@@ -164,9 +167,19 @@ _RENDER = _rules(
     (
         "E1011",
         "Invalid output name",
-        "An output name is used as a file name under maps/, files/ or certs/ and must not "
-        "be empty or contain '/', '..' or NUL.",
+        "An output name is used as a file name under maps/, files/ or certs/: it must start "
+        "with a letter or digit and contain only letters, digits, '.', '_' and '-' "
+        "(at most 253 characters).",
         "Use a plain file name such as hosts.map.",
+    ),
+    (
+        "E1012",
+        "Render budget exceeded",
+        "A render ran longer than spec.render.timeout or produced more text than "
+        "spec.render.maxOutputBytes, so it was stopped; the candidate is analysis incomplete, "
+        "never a pass, and the last good configuration keeps serving.",
+        "Look for loops over large or nested collections and for large repeated strings at "
+        "the reported line; raise the budget only when the input really is that large.",
     ),
 )
 
@@ -393,9 +406,9 @@ _SCHEMA: dict[str, Rule] = _rules(
     (
         "E3001",
         "Unknown keyword",
-        "The keyword does not exist in this section for the HAProxy version being validated "
-        "(it may exist in another version or another section).",
-        "Check the spelling (see the suggestion) or the HAProxy version the keyword needs.",
+        "No longer reported: a keyword the schema does not know is the warning W3015, because "
+        "the schema cannot prove a keyword absent from every build and patch release.",
+        "Filter on W3015 instead.",
     ),
     (
         "E3002",
@@ -429,9 +442,9 @@ _SCHEMA: dict[str, Rule] = _rules(
     (
         "E3006",
         "Unknown option or sub-keyword",
-        "A bind/server option, an 'option' name, a rule action or a sub-keyword (timeout "
-        "name, stats parameter, ...) is not known for this HAProxy version.",
-        "Check the spelling (see the suggestion) or the HAProxy version it needs.",
+        "No longer reported: an option, action or sub-keyword the schema does not know is the "
+        "warning W3016, for the same reason as W3015.",
+        "Filter on W3016 instead.",
     ),
     (
         "E3007",
@@ -485,6 +498,34 @@ _SCHEMA: dict[str, Rule] = _rules(
         "The section kind is not described by the bundled schemas; its directives are not "
         "checked by this stage (haproxy -c still checks them).",
         "Nothing to do; this is informational.",
+    ),
+    (
+        "W3015",
+        "Keyword not known to the schema",
+        "The schema does not describe this keyword in this section for this HAProxy version. "
+        "It may be a typo, a keyword of another section or version, or one that only some "
+        "builds or patch releases have (QUIC, 51Degrees, DeviceAtlas, WURFL, Lua, backports), "
+        "so the schema does not refuse it: haproxy -c, which always runs next, decides.",
+        "Check the spelling (see the suggestion); if haproxy -c accepts the line, nothing to do.",
+    ),
+    (
+        "W3016",
+        "Option or sub-keyword not known to the schema",
+        "A bind/server/cookie option, an 'option' name, a rule action or a sub-keyword "
+        "(timeout name, stats parameter, ...) that the schema does not describe. The rest of "
+        "the line is not checked, since the schema does not know how many words it takes; "
+        "haproxy -c decides.",
+        "Check the spelling (see the suggestion); if haproxy -c accepts the line, nothing to do.",
+    ),
+    (
+        "W3017",
+        "Argument HAProxy may misread",
+        "The argument does not have the documented form, but the HAProxy parser of this "
+        "keyword is known to load such lines anyway: numbers are read up to the first "
+        "non-digit (or wrap when too large), surplus words and empty conditions are ignored, "
+        "a missing option value reads as empty. The configuration loads with a value other "
+        "than the one written, or with words that have no effect.",
+        "Write the value in its documented form (see the message), or remove the extra words.",
     ),
 )
 
@@ -576,6 +617,15 @@ _HAPROXY: dict[str, Rule] = _rules(
         "could read files the controller can read. Directive policy, empty environment, "
         "limits and timeout still apply.",
         "Run the controller on a kernel with Landlock enabled (5.13+) or with CAP_SYS_ADMIN.",
+    ),
+    (
+        "I4014",
+        "Message caused by the sandbox",
+        "`haproxy -c` warned about something that fails only because the check runs in the "
+        "sandbox, which has no network (for example, a `resolvers` nameserver socket that "
+        "cannot be connected). It says nothing about the configuration where HAProxy runs, "
+        "so it is not a warning and does not fail `--strict`.",
+        "Nothing to fix; make sure the address is reachable where HAProxy runs.",
     ),
 )
 
@@ -717,6 +767,13 @@ _EXTERNAL: dict[str, Rule] = _rules(
         "ignore, so the failure is reported but does not block the candidate.",
         "Fix the validator; with failurePolicy ignore an outage lets candidates through.",
     ),
+    (
+        "I6009",
+        "External validator findings dropped",
+        "A validator reported more findings than the contract reads (1000); the rest were "
+        "neither read nor shown. Its exit status or HTTP status still decides the verdict.",
+        "Make the validator report fewer, more general findings.",
+    ),
 )
 
 # --- 7xxx deploy / runtime -------------------------------------------------------------------
@@ -792,6 +849,23 @@ _DEPLOY: dict[str, Rule] = _rules(
         "running configuration stays in place.",
         "Fix the findings listed with this report and save the configuration again.",
     ),
+    (
+        "E7011",
+        "Verdict cannot vouch for a deploy",
+        "The pipeline that judged the candidate did not include the syntax stage and the "
+        "sandboxed `haproxy -c`, so a valid verdict from it does not make the file set safe "
+        "to deploy.",
+        "Build the pipeline with `Pipeline.from_spec` (or `from_settings`); only tests may "
+        "construct a partial one, with `allow_partial=True`.",
+    ),
+    (
+        "F7012",
+        "Validated set altered",
+        "The file set handed to a deploy target no longer hashes to the checksum its verdict "
+        "was given for, so it was not deployed: something changed the bytes after validation.",
+        "Report this as a bug; nothing outside the pipeline may build or alter a validated "
+        "file set.",
+    ),
 )
 
 # --- 8xxx spec, lint, input files ------------------------------------------------------------
@@ -821,6 +895,13 @@ _SPEC: dict[str, Rule] = _rules(
         "The configuration file holds no HAProxyTemplateConfig document, or more than one.",
         "Keep exactly one document with kind: HAProxyTemplateConfig in the file.",
     ),
+    (
+        "E8005",
+        "HTTP source content missing",
+        "A render from files fetches nothing: every httpSources entry needs its content from "
+        "a file (`--http NAME=FILE`), and every such option must name a declared entry.",
+        "Give each declared source as --http NAME=FILE, e.g. --http blocklist=list.txt.",
+    ),
 )
 
 
@@ -829,7 +910,9 @@ _STORE = _rules(
     (
         "E8010",
         "Invalid field path",
-        "An indexBy or ignoreFields entry is not a field path the store understands.",
+        "An indexBy or ignoreFields entry is not a field path the store understands, or an "
+        "ignoreFields entry would remove a field objects are keyed by (metadata.name, "
+        "metadata.namespace or an indexBy path).",
         "Use dotted names with bracketed quoted keys for keys that contain dots, e.g. "
         "metadata.labels['kubernetes.io/service-name'].",
     ),
@@ -883,14 +966,15 @@ _LINT = _rules(
     (
         "W8051",
         "Policy-denied directive in a template",
-        "A template's literal text starts a line with a directive the directive policy denies "
-        "(lua-load, ssl-engine, program, setenv, ...); the syntax stage will reject the "
-        "rendered output unless validation.policy.allowDirectives allows it.",
+        "A template's literal text (Jinja tags taken out) starts a line with a directive the "
+        "directive policy denies (lua-load, ssl-engine, program, setenv, ...) or expands an "
+        "environment variable in double quotes; the syntax stage will reject the rendered "
+        "output unless validation.policy.allowDirectives allows it.",
         "Remove the directive, or allow it explicitly if it is trusted.",
     ),
     (
         "I8052",
-        "Deferred validation is not fail-fast",
+        "Deferred validation is not fail-fast (deferred-validation-not-fail-fast)",
         "An owner has rules that read other outputs, resources or extraContext. They run only "
         "after every output rendered and haproxy -c passed, so a failure does not stop "
         "dependent outputs from rendering.",

@@ -63,6 +63,9 @@ class LocalOptions:
     config_file: Path | None = None
     """The HAProxyTemplateConfig file, when it is not inside ``directory``."""
     drift_interval: float = 5.0
+    retry_initial: float = 1.0
+    """Seconds before a failed deploy is first tried again; doubles per failure."""
+    retry_max: float = 30.0
     out: TextIO | None = None
     """Where the console report goes (stdout by default)."""
     adapter_options: dict[str, Any] = field(default_factory=dict)
@@ -78,12 +81,11 @@ def default_engine(binary: str) -> Callable[[HAProxyTemplateConfigSpec], Engine]
 
         # RuledRenderer is the Renderer plus the spec's inline CEL rules (objects first,
         # then each output as it renders), the same render path `htc validate` takes.
-        return Engine(
-            spec,
-            RuledRenderer.from_spec(spec),
-            Pipeline.from_spec(spec, haproxy_binary=binary),
-            lint=spec_lint,
-        )
+        pipeline = Pipeline.from_spec(spec, haproxy_binary=binary)
+        # Once per spec, so no candidate pays for compiling validators or probing the sandbox
+        # (about half a second the first time in a process, milliseconds after).
+        pipeline.warm_up()
+        return Engine(spec, RuledRenderer.from_spec(spec), pipeline, lint=spec_lint)
 
     return build
 
@@ -109,8 +111,9 @@ class LocalApp:
         self.console = ConsoleSink(options.out)
         self.board = StatusBoard(options.status_file)
         self.publisher = Publisher(metrics=self.metrics, sinks=[self.board, self.console])
+        # Ready means a validated set was confirmed *and* the HAProxy running it is still up.
         self.server = (
-            StatusServer(self.board, self.metrics, options.status_addr)
+            StatusServer(self.board, self.metrics, options.status_addr, alive=self._haproxy_running)
             if options.status_addr
             else None
         )
@@ -145,6 +148,8 @@ class LocalApp:
             self.engine_factory,
             metrics=self.metrics,
             drift_interval=options.drift_interval,
+            retry_initial=options.retry_initial,
+            retry_max=options.retry_max,
         )
         self._unsubscribe: Callable[[], None] | None = None
         self._startup_spec: HAProxyTemplateConfigSpec | None = None
@@ -282,10 +287,13 @@ class LocalApp:
             old_stop, old_task = self._adapter_stop, self._adapter_task
             if self._unsubscribe is not None:
                 self._unsubscribe()
-            candidate.sync()  # catch up with edits made while the candidate was checked
             self.adapter, self.store = candidate, store
             self.trigger.source = store
+            # Subscribed first: the catch-up below applies edits made while the candidate was
+            # checked, and each must reach the trigger as a change, or the next run would not
+            # happen until some later edit.
             self._unsubscribe = store.subscribe(self.trigger)
+            candidate.sync()
             self._adapter_stop = asyncio.Event()
             self._adapter_task = asyncio.create_task(candidate.run(self._adapter_stop))
             old_stop.set()
@@ -317,6 +325,9 @@ class LocalApp:
                 message=head.message,
             )
         )
+
+    def _haproxy_running(self) -> bool:
+        return self.supervisor.running()
 
     def _haproxy_event(self, diag: Diagnostic) -> None:
         self.publisher.publish(

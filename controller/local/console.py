@@ -1,8 +1,13 @@
 """What ``htc local`` prints: one line per deployed change, a full report per rejected one.
 
 People watch this terminal while editing manifests, so a rejection prints the same text
-report as ``htc validate`` (rendered lines quoted, rule ids, fixes) and says plainly that the
-last good configuration keeps serving; a deploy is one line with the checksum and timing.
+report as ``htc validate`` (rendered lines quoted, rule ids, fixes) and says plainly what
+keeps serving — the last good configuration, or nothing yet when none was ever deployed; a
+deploy is one line with the checksum and timing, followed by its warnings if it has any.
+
+Object names, file names and messages are written by whoever writes manifests, so every one
+of them is escaped before it reaches the terminal (:mod:`controller.observability.text`): a
+name cannot clear the screen or forge a "deployed" line.
 """
 
 from __future__ import annotations
@@ -12,16 +17,46 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from controller.diagnostics import Diagnostic
+from controller.observability.text import escape_controls
 from controller.publish import Event, EventKind
 from controller.validation import format_report
+from controller.validation.report import ValidationReport
 
-__all__ = ["ConsoleSink", "format_diagnostics"]
+__all__ = ["ConsoleSink", "format_diagnostics", "safe_diagnostic"]
+
+
+def safe_diagnostic(d: Diagnostic) -> Diagnostic:
+    """``d`` with its untrusted text (message, file, object reference) escaped."""
+    update: dict[str, object] = {}
+    message = escape_controls(d.message)
+    if message != d.message:
+        update["message"] = message
+    if d.location is not None:
+        file = escape_controls(d.location.file)
+        if file != d.location.file:
+            update["location"] = d.location.model_copy(update={"file": file})
+    if d.object is not None:
+        fields = d.object.model_dump()
+        clean = {k: escape_controls(v) for k, v in fields.items() if isinstance(v, str)}
+        if any(clean[k] != fields[k] for k in clean):
+            update["object"] = d.object.model_copy(update=clean)
+    if d.suggested_fix is not None:
+        fix = escape_controls(d.suggested_fix)
+        if fix != d.suggested_fix:
+            update["suggested_fix"] = fix
+    return d.model_copy(update=update) if update else d
+
+
+def _safe_report(report: ValidationReport) -> ValidationReport:
+    return report.model_copy(
+        update={"diagnostics": [safe_diagnostic(d) for d in report.diagnostics]}
+    )
 
 
 def format_diagnostics(diagnostics: Sequence[Diagnostic]) -> str:
     """Diagnostics that are not part of a validation report (deploy, spec, input files)."""
     out: list[str] = []
-    for d in diagnostics:
+    for d in map(safe_diagnostic, diagnostics):
         where = ""
         if d.location is not None:
             where = d.location.file
@@ -35,9 +70,21 @@ def format_diagnostics(diagnostics: Sequence[Diagnostic]) -> str:
 def _objects(event: Event) -> str:
     if not event.objects:
         return ""
-    shown = ", ".join(event.objects[:3])
+    shown = ", ".join(escape_controls(o) for o in event.objects[:3])
     more = len(event.objects) - 3
     return f"; {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def _report(event: Event) -> str:
+    assert event.report is not None
+    text = format_report(_safe_report(event.report), "text", render=event.render)
+    # Quoted rendered lines are the templates' output, not ours: whatever control character
+    # got that far is shown, not obeyed. The report's own line breaks stay.
+    return escape_controls(text, keep="\n\t")
+
+
+def _retry(event: Event) -> str:
+    return f"; retrying in {event.retry_in:g} s" if event.retry_in is not None else ""
 
 
 class ConsoleSink:
@@ -58,37 +105,35 @@ class ConsoleSink:
             if all(r.outcome.value == "unchanged" for r in results):
                 return ""  # a resync or an edit that changed nothing HAProxy sees
             ms = sum(r.duration_ms for r in results)
-            warnings = len(event.report.warnings) if event.report else 0
-            return (
+            warnings = list(event.report.warnings) if event.report else []
+            line = (
                 f"deployed {checksum} ({event.trigger}{_objects(event)}): "
                 f"{', '.join(f'{r.target} {r.outcome.value}' for r in results)} "
-                f"in {ms:.0f} ms, {warnings} warning{'s' if warnings != 1 else ''}"
+                f"in {ms:.0f} ms, {len(warnings)} warning{'s' if len(warnings) != 1 else ''}"
             )
+            return line + ("\n" + format_diagnostics(warnings) if warnings else "")
         if event.kind is EventKind.DEPLOY_FAILED:
             lines = [
                 f"deploy of {checksum} failed ({event.trigger}{_objects(event)}); "
-                "the last good configuration keeps serving:",
+                f"{event.fallback()}{_retry(event)}:",
                 format_diagnostics(event.diagnostics),
             ]
             return "\n".join(lines)
         if event.kind is EventKind.REJECTED:
-            assert event.report is not None
-            head = (
-                f"rejected ({event.trigger}{_objects(event)}); "
-                "the last good configuration keeps serving:"
-            )
-            return head + "\n" + format_report(event.report, "text", render=event.render)
+            head = f"rejected ({event.trigger}{_objects(event)}); {event.fallback()}:"
+            return head + "\n" + _report(event)
         if event.kind is EventKind.SPEC_REJECTED:
             body = (
-                format_report(event.report, "text", render=event.render)
+                _report(event)
                 if event.report is not None
                 else format_diagnostics(event.diagnostics[1:])
             )
             rule = event.diagnostics[0].rule_id if event.diagnostics else "E7010"
-            return f"{rule} {event.message}:\n{body}"
+            return f"{rule} {escape_controls(event.message)}:\n{body}"
         if event.kind is EventKind.SPEC_ACCEPTED:
             return ""
-        return f"{event.message or 'haproxy event'}\n{format_diagnostics(event.diagnostics)}"
+        message = escape_controls(event.message or "haproxy event")
+        return f"{message}\n{format_diagnostics(event.diagnostics)}"
 
     def inputs(self, diagnostics: list[Diagnostic]) -> None:
         """Directory adapter callback: the complete current list of input-file problems."""

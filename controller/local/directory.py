@@ -284,6 +284,12 @@ class DirectoryAdapter:
             if p in hinted or p not in self._files or self._files[p].sig != sig
         ]
         if not removed and not changed:
+            # Nothing to read, but the config count still has to be judged: an empty (or
+            # config-less) directory never reaches the code below, and must still say E8015.
+            # With the files unchanged the config document is unchanged too, so this only
+            # recomputes the count problem and never hands a config over twice.
+            if self._update_config():
+                self._rebuild()
             self._report()
             return False
         for path in removed:

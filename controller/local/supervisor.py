@@ -102,6 +102,10 @@ class HAProxySupervisor:
         self.check_interval = check_interval
         self.on_event = on_event
         self.cli = MasterCli(str(self.master_socket), timeout=5.0, connect_retry=0.5)
+        # While starting, the socket is polled every few milliseconds next to the process's
+        # exit status; a client that kept retrying the connection itself would hide an exit
+        # (a port in use) for its whole retry window.
+        self._probe = MasterCli(str(self.master_socket), timeout=2.0, connect_retry=0.0)
         self.restarts = 0
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -189,7 +193,7 @@ class HAProxySupervisor:
                 log = self.log_since(mark)
                 return StartResult(False, f"{log}\nexit code {proc.returncode}".lstrip())
             try:
-                table = await self.cli.show_proc()
+                table = await self._probe.show_proc()
             except MasterCliError:
                 table = None
             if table is not None and table.current_workers:

@@ -16,6 +16,8 @@ from typing import Any, Literal, TextIO
 
 import structlog
 
+from controller.observability.text import escape_controls, escape_value
+
 LogFormat = Literal["auto", "json", "console"]
 
 __all__ = ["LogFormat", "bind", "configure", "get_logger", "object_ref"]
@@ -33,10 +35,13 @@ def configure(
     if fmt == "auto":
         fmt = "console" if _isatty(out) else "json"
     renderer: Any
+    # JSON escapes control characters itself; the console renderer prints strings as they are.
+    escape: list[Any] = []
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer(sort_keys=False)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=_isatty(out))
+        escape = [escape_for_terminal]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -44,12 +49,32 @@ def configure(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            *escape,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_level(level)),
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+
+
+_MULTILINE = frozenset({"exception", "stack"})
+"""Keys whose values are laid out in lines by Python itself (tracebacks)."""
+
+
+def escape_for_terminal(_logger: Any, _name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor: no value reaches a terminal with a raw control character.
+
+    Records carry object names and HAProxy's output, both of which anyone who can write a
+    manifest influences; see :mod:`controller.observability.text`.
+    """
+    out: dict[str, Any] = {}
+    for key, value in event_dict.items():
+        if key in _MULTILINE and isinstance(value, str):
+            out[key] = escape_controls(value, keep="\n")
+        else:
+            out[key] = escape_value(value)
+    return out
 
 
 def get_logger(name: str) -> Any:

@@ -71,8 +71,8 @@ class Metrics:
 
         self.pipeline_runs = Counter(
             f"{PREFIX}_pipeline_runs",
-            "Validation pipeline runs by trigger (startup, change, resync, config) and result "
-            "(valid, invalid, incomplete).",
+            "Validation pipeline runs by trigger (startup, change, resync, retry, config) and "
+            "result (valid, invalid, incomplete).",
             ["trigger", "result"],
             registry=r,
         )
@@ -103,7 +103,8 @@ class Metrics:
         )
         self.reconcile_runs = Counter(
             f"{PREFIX}_reconcile_runs",
-            "Reconcile runs (render and validate) by trigger.",
+            "Reconcile runs (render and validate) by trigger (startup, change, resync, retry, "
+            "config); a proposed spec's trial render counts as config.",
             ["trigger"],
             registry=r,
         )

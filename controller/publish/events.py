@@ -61,9 +61,10 @@ class EventKind(StrEnum):
     DEPLOYED = "deployed"
     """A valid verdict, and every target runs the set (or already did)."""
     DEPLOY_FAILED = "deploy_failed"
-    """A valid verdict, but a target refused or could not be reached; old config runs."""
+    """A valid verdict, but a target refused or could not be reached; ``serving`` says
+    what (if anything) runs instead."""
     REJECTED = "rejected"
-    """An invalid verdict: nothing was deployed, the last good config keeps running."""
+    """An invalid verdict: nothing was deployed; ``serving`` says what keeps running."""
     SPEC_ACCEPTED = "spec_accepted"
     SPEC_REJECTED = "spec_rejected"
     RUNTIME = "runtime"
@@ -83,6 +84,11 @@ class Event:
     objects: tuple[str, ...] = ()
     """References (Kind/namespace/name) of the changes this run covered, when known."""
     message: str = ""
+    serving: str | None = None
+    """Checksum of the set HAProxy keeps running after a rejection or a failed deploy; None
+    when no validated set was ever confirmed, so no message may claim one keeps serving."""
+    retry_in: float | None = None
+    """Seconds until a failed deploy is tried again (None: no retry is scheduled)."""
 
     @classmethod
     def deployed(
@@ -93,10 +99,15 @@ class Event:
         *,
         render: RenderResult | None = None,
         objects: Sequence[str] = (),
+        retry_in: float | None = None,
     ) -> Event:
         if not isinstance(validated, ValidatedFileSet) or not validated.report.valid:
             raise TypeError("a deployed event needs the pipeline's ValidatedFileSet")
         ok = all(r.ok for r in results)
+        # What runs now is what every target confirmed; targets that disagree (or one that
+        # confirmed nothing) leave no single set to name.
+        active = {r.active_checksum for r in results}
+        serving = active.pop() if len(active) == 1 else None
         return cls(
             EventKind.DEPLOYED if ok else EventKind.DEPLOY_FAILED,
             trigger,
@@ -106,6 +117,8 @@ class Event:
             results=tuple(results),
             diagnostics=tuple(d for r in results for d in r.diagnostics),
             objects=tuple(objects),
+            serving=serving,
+            retry_in=None if ok else retry_in,
         )
 
     @classmethod
@@ -116,6 +129,7 @@ class Event:
         *,
         render: RenderResult | None = None,
         objects: Sequence[str] = (),
+        serving: str | None = None,
     ) -> Event:
         if report.valid:
             raise ValueError("a valid report is not a rejection")
@@ -126,6 +140,7 @@ class Event:
             render=render,
             diagnostics=tuple(report.diagnostics),
             objects=tuple(objects),
+            serving=serving,
         )
 
     @property
@@ -135,3 +150,9 @@ class Event:
         if self.report is not None:
             return self.report.metadata.checksum
         return None
+
+    def fallback(self) -> str:
+        """What still serves after this rejection or failed deploy, in words."""
+        if self.serving is None:
+            return "no validated configuration is serving yet"
+        return f"the last good configuration ({self.serving[:12]}) keeps serving"

@@ -3,11 +3,14 @@
 ``/healthz`` answers as long as the event loop runs (a wedged loop cannot answer at all).
 ``/readyz`` turns 200 only after the first confirmed deployment, so a load balancer or a
 Kubernetes readiness probe never sends traffic to an HAProxy that has no validated config.
+Where the controller runs HAProxy itself (local mode) it also passes ``alive``: a confirmed
+deployment says nothing once that process has died and not come back.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -20,15 +23,24 @@ __all__ = ["StatusServer", "parse_addr"]
 def parse_addr(addr: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` too) → (host, port); port 0 picks a free port."""
     host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise ValueError(f"invalid address {addr!r}: use host:port, e.g. 127.0.0.1:9180")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
 class StatusServer:
-    def __init__(self, board: StatusBoard, metrics: Metrics, addr: str = "127.0.0.1:0") -> None:
+    def __init__(
+        self,
+        board: StatusBoard,
+        metrics: Metrics,
+        addr: str = "127.0.0.1:0",
+        *,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
         self.board = board
         self.metrics = metrics
+        self.alive = alive
+        """Whether the HAProxy this controller runs is up; None when it runs elsewhere."""
         self.host, self.port = parse_addr(addr)
         self._runner: web.AppRunner | None = None
 
@@ -69,9 +81,11 @@ class StatusServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        if self.board.ready:
-            return web.Response(text="ready\n")
-        return web.Response(status=503, text="no validated configuration deployed yet\n")
+        if not self.board.ready:
+            return web.Response(status=503, text="no validated configuration deployed yet\n")
+        if self.alive is not None and not self.alive():
+            return web.Response(status=503, text="HAProxy is not running\n")
+        return web.Response(text="ready\n")
 
     async def _status(self, _: web.Request) -> web.Response:
         return web.Response(

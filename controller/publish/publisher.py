@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from controller.diagnostics import Phase
 from controller.observability.logging import get_logger
 from controller.observability.metrics import METRICS, Metrics
 from controller.publish.events import Event, EventKind
@@ -19,6 +20,14 @@ __all__ = ["Publisher", "Sink"]
 Sink = Callable[[Event], None]
 
 _log = get_logger("controller.publish")
+
+PHASE_LABELS = frozenset(
+    p.value
+    for p in (Phase.RENDER, Phase.SYNTAX, Phase.SCHEMA, Phase.HAPROXY, Phase.RULES, Phase.EXTERNAL)
+)
+"""The ``phase`` values of ``htc_pipeline_phase_duration_seconds``. Reports carry more timings
+(the overlap window, sub-steps a stage measures); a label per timing key would let every new
+key mint a series, so only the phases themselves are observed."""
 
 
 def verdict_result(report: ValidationReport) -> str:
@@ -48,8 +57,9 @@ class Publisher:
         elif report.metadata.stages_run:
             m.cache_misses.inc()
         for key, ms in report.timings.items():
-            if key.endswith("Ms") and key != "totalMs":
-                m.phase_duration.labels(key[:-2]).observe(ms / 1000.0)
+            phase = key.removesuffix("Ms")
+            if key.endswith("Ms") and phase in PHASE_LABELS:
+                m.phase_duration.labels(phase).observe(ms / 1000.0)
 
     def publish(self, event: Event) -> None:
         self._log(event)
@@ -72,13 +82,22 @@ class Publisher:
             fields["rule_ids"] = rule_ids  # type: ignore[assignment]
         if event.message:
             fields["detail"] = event.message
+        if event.kind in (EventKind.REJECTED, EventKind.DEPLOY_FAILED):
+            fields["serving"] = event.serving
+        # Two fixed texts per outcome (not one with the checksum in it), so that log queries
+        # can match the event name.
+        still = (
+            "last good configuration keeps serving"
+            if event.serving is not None
+            else "no validated configuration is serving yet"
+        )
         if event.kind is EventKind.DEPLOYED:
             warnings = event.report.warnings if event.report else []
             _log.info("configuration deployed", warnings=len(warnings), **fields)
         elif event.kind is EventKind.REJECTED:
-            _log.warning("configuration rejected; last good configuration keeps serving", **fields)
+            _log.warning(f"configuration rejected; {still}", **fields)
         elif event.kind is EventKind.DEPLOY_FAILED:
-            _log.error("deploy failed; last good configuration keeps serving", **fields)
+            _log.error(f"deploy failed; {still}", **fields)
         elif event.kind is EventKind.SPEC_REJECTED:
             _log.warning("configuration spec rejected; running spec kept", **fields)
         elif event.kind is EventKind.SPEC_ACCEPTED:

@@ -54,6 +54,18 @@ class Resources(Mapping[str, CollectionView]):
             found = self._cache[name] = self._view.collection(name)
         return found
 
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are neither slots nor methods: ``resources.nothere``
+        # (and ``resources['nothere']``, which Jinja2 retries as an attribute). Without this
+        # the template author would read "'...Resources object' has no attribute" instead
+        # of what is defined.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._names:
+            return self[name]
+        defined = ", ".join(self._names) or "none"
+        return StrictUndefined(hint=f"no watched collection named {name!r} (defined: {defined})")
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 

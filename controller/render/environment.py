@@ -13,7 +13,9 @@ the output — configuration templates are mostly such lines. On top of the stoc
 * attribute access on stored objects (``ingress.spec.rules``) goes straight to the key when
   the name is not a method of the mapping type, which is what Jinja2 does anyway after a
   failed ``getattr`` — minus the cost of the exception, paid millions of times per render;
-* output carries its template locations (see :mod:`controller.render.trace`).
+* output carries its template locations (see :mod:`controller.render.trace`);
+* loops, expression output and buffer joins charge the render's time and size budget (see
+  :mod:`controller.render.budget`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, _PassArg
 
 from controller.diagnostics import TemplateLocation
+from controller.render.budget import metered_loop
 from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
 from controller.resources.frozen import FrozenDict
 
@@ -111,6 +114,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self._safe: dict[tuple[type, str], bool] = {}
         self._plain: dict[Any, bool] = {}
         self.htc_text = to_text
+        self.htc_loop = metered_loop
         self.htc_mappings: frozenset[type] = frozenset(_ITEM_FIRST)
         self.htc_mapping_attrs = frozenset().union(*_TYPE_ATTRS.values())
 

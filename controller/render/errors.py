@@ -19,6 +19,7 @@ from jinja2 import TemplateNotFound, TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, TemplateLocation, make
+from controller.render.budget import BudgetExceeded
 from controller.render.context import UnknownOutputError
 from controller.render.filters import FilterError
 
@@ -81,6 +82,8 @@ def _cause(exc: BaseException) -> tuple[str, str]:
         return "E1001", exc.message or str(exc)
     if isinstance(exc, TemplateNotFound):
         return "E1007", f"snippet {exc.name!r} is not defined"
+    if isinstance(exc, BudgetExceeded):
+        return "E1012", str(exc)
     if isinstance(exc, SecurityError):
         return "E1003", str(exc)
     if isinstance(exc, UndefinedError):

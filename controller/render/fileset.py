@@ -13,7 +13,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from pathlib import PurePosixPath
+from types import MappingProxyType
+from typing import Any
+
+from controller.spec.names import check_output_name
 
 MAIN_CONFIG = "haproxy.cfg"
 
@@ -43,10 +46,13 @@ def path_for(kind: FileKind | str, name: str) -> str:
 
 
 def check_name(name: str) -> None:
-    """Reject names that could escape their directory (outputs are named by spec keys)."""
-    p = PurePosixPath(name)
-    if not name or p.is_absolute() or ".." in p.parts or "\x00" in name or "/" in name:
-        raise ValueError(f"invalid file name {name!r}: must be a plain file name")
+    """Reject names that could escape their directory or break the line naming them.
+
+    Outputs are named by spec keys, which the spec model already checks with the same
+    function; checking again here covers file sets built by other means (``htc validate
+    --raw``, tests) without a second definition of what a valid name is.
+    """
+    check_output_name(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +68,21 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class FileSet:
-    """Immutable mapping of deploy path → file; ``checksum`` covers kinds, paths and bytes."""
+    """Immutable mapping of deploy path → file; ``checksum`` covers kinds, paths and bytes.
+
+    ``files`` is a read-only view of a private copy: the checksum is computed once and cached,
+    and a verdict is keyed by it, so a file set changed after hashing would carry a verdict
+    for bytes that were never validated.
+    """
 
     files: Mapping[str, FileEntry] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", MappingProxyType(dict(self.files)))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A mapping proxy cannot be pickled; the entries can, and rebuild the same set.
+        return (FileSet, (dict(self.files),))
 
     @classmethod
     def of(cls, entries: list[FileEntry] | tuple[FileEntry, ...]) -> FileSet:

@@ -21,6 +21,7 @@ lists these references (``RenderGraph.dynamic``) so authors can make them consta
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -145,7 +146,32 @@ class RenderGraph:
         return frozenset(n for c in self.cycles for n in c)
 
     def format_cycle(self, cycle: tuple[str, ...]) -> str:
-        return " -> ".join(cycle)
+        """``a.map -> b.map (via snippet 's1') -> a.map``: an edge that only a snippet makes
+        names the snippet, or the author would search the output's template in vain."""
+        parts = [cycle[0]]
+        for src, dst in itertools.pairwise(cycle):
+            via = self._via_snippet(src, dst)
+            if via is not None:
+                parts[-1] += f" (via snippet {via!r})"
+            parts.append(dst)
+        return " -> ".join(parts)
+
+    def _via_snippet(self, src: str, dst: str) -> str | None:
+        """The first snippet (by name) making the edge src → dst, if src's own templates
+        do not reference dst themselves."""
+
+        def refers(refs: TemplateRefs | None) -> bool:
+            return refs is not None and any(r.name in (dst, DYNAMIC) for r in refs.outputs)
+
+        snippets = self.snippets.get(src, frozenset())
+        own = [
+            refs
+            for name, refs in self.templates.items()
+            if (name == src or name.startswith(src + "#")) and name not in snippets
+        ]
+        if any(refers(r) for r in own):
+            return None
+        return next((s for s in sorted(snippets) if refers(self.templates.get(s))), None)
 
 
 def build_graph(

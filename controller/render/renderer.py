@@ -23,13 +23,20 @@ from jinja2 import Template, TemplateSyntaxError, meta, nodes
 from jinja2.parser import Parser
 
 from controller.diagnostics import Diagnostic, Location, Phase, Severity, TemplateLocation, make
+from controller.render.budget import BudgetExceeded, Meter, current
 from controller.render.context import Outputs, PathFor, RenderedOutput, Resources
 from controller.render.environment import TemplateEnvironment
 from controller.render.errors import render_error, syntax_error
 from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
 from controller.render.filters import FILTERS
 from controller.render.graph import DYNAMIC, RenderGraph, TemplateRefs, build_graph, references
-from controller.render.result import OutputStatus, RenderInputs, RenderResult, SourceMap
+from controller.render.result import (
+    OutputStatus,
+    RenderBudget,
+    RenderInputs,
+    RenderResult,
+    SourceMap,
+)
 from controller.render.snippets import SHARED_NAMES, SnippetLoader, SnippetTemplate
 from controller.render.sourcemap import LazyLines
 from controller.resources.api import StoreView
@@ -38,6 +45,8 @@ from controller.spec.models import HAProxyTemplateConfigSpec, Output
 AfterOutput = Callable[[str, RenderedOutput], Sequence[Diagnostic]]
 """Called right after an output renders; an error-severity diagnostic fails that output and
 blocks every output that depends on it (the inline CEL rules use this)."""
+
+_METER = current()
 
 WHEN_SUFFIX = "#when"
 """Template name of an output's ``when`` expression: ``hosts.map#when``."""
@@ -378,10 +387,15 @@ class Renderer:
         http: Mapping[str, str] | None = None,
         extra_context: Mapping[str, Any] | None = None,
         after_output: AfterOutput | None = None,
+        skip: Mapping[str, str] | None = None,
     ) -> RenderResult:
-        """Render every output in graph order. Never raises."""
+        """Render every output in graph order. Never raises.
+
+        ``skip`` names outputs the caller already knows must not render (output → root
+        cause): each is reported blocked (E1008) with that cause, and so is every output
+        that depends on it."""
         try:
-            return self._render(view, http, extra_context, after_output)
+            return self._render(view, http, extra_context, after_output, skip or {})
         except Exception as exc:  # a bug of ours; the caller still gets a result
             diag = _internal(exc, "render", None)
             return RenderResult(FileSet(), diagnostics=(*self._static, diag))
@@ -392,6 +406,7 @@ class Renderer:
         http: Mapping[str, str] | None,
         extra_context: Mapping[str, Any] | None,
         after_output: AfterOutput | None,
+        skip: Mapping[str, str],
     ) -> RenderResult:
         started = time.perf_counter()
         diags = list(self._static)
@@ -402,6 +417,11 @@ class Renderer:
                 name, self.outputs[name].path, failure.state, failure.root
             )
             root[name] = failure.root
+        for name, cause in sorted(skip.items()):
+            if name in self.outputs and name not in statuses:
+                diags.append(self._blocked(name, cause))
+                statuses[name] = OutputStatus(name, self.outputs[name].path, "blocked", cause)
+                root[name] = cause
         rendered: dict[str, RenderedOutput] = {}
         skipped: set[str] = set()
         entries: list[FileEntry] = []
@@ -419,56 +439,85 @@ class Renderer:
             diags.append(make("F0001", Phase.RENDER, f"cannot read the resources: {exc!r}"))
             return RenderResult(FileSet(), diagnostics=tuple(diags), outputs=statuses)
 
-        for name in self._order:
-            if name in statuses:
-                continue
-            d = self.outputs[name]
-            deps = self.graph.dependencies.get(name, frozenset())
-            bad = sorted(x for x in deps if x in root)
-            if bad:
-                root[name] = root[bad[0]]
-                diags.append(self._blocked(name, root[name], via=bad[0]))
-                statuses[name] = OutputStatus(name, d.path, "blocked", root[name])
-                continue
-            ctx = dict(base)
-            ctx["outputs"] = Outputs(
-                {x: rendered[x] for x in deps if x in rendered}, frozenset(deps & skipped)
-            )
-            compiled = self._compiled[name]
-            if compiled.when is not None:
-                verdict = self._evaluate_when(d, compiled.when, ctx)
-                if isinstance(verdict, Diagnostic):
-                    diags.append(verdict)
-                    root[name] = f"{name}: {verdict.rule_id} {verdict.message}"
-                    statuses[name] = OutputStatus(name, d.path, "failed", verdict.message)
+        meter = Meter(self.spec.render.timeout, self.spec.render.max_output_bytes)
+        token = _METER.set(meter)
+        budgets: list[RenderBudget] = []
+        out_of_budget: str | None = None  # the root cause, once a budget ran out
+        total = 0  # bytes of the outputs rendered so far
+        try:
+            for name in self._order:
+                if name in statuses:
                     continue
-                if not verdict:
-                    skipped.add(name)
-                    statuses[name] = OutputStatus(name, d.path, "skipped", "`when` is false")
+                d = self.outputs[name]
+                if out_of_budget is not None:
+                    root[name] = out_of_budget
+                    diags.append(self._blocked(name, out_of_budget))
+                    statuses[name] = OutputStatus(name, d.path, "blocked", out_of_budget)
                     continue
-            template = compiled.template
-            if template is None:  # cannot happen: outputs that did not compile have failures
-                continue
-            try:
-                pieces = list(template.root_render_func(template.new_context(ctx)))
-                text = "".join(pieces)
-                content = text.encode()
-            except Exception as exc:
-                diag = render_error(exc, output_path=d.path, fallback_template=name)
-                diags.append(diag)
-                root[name] = f"{name}: {diag.rule_id} {diag.message}"
-                statuses[name] = OutputStatus(name, d.path, "failed", diag.message)
-                continue
-            out = RenderedOutput(name, d.kind, d.path, text)
-            rendered[name] = out
-            entries.append(FileEntry(d.path, d.kind, content))
-            pieces_by_path[d.path] = pieces
-            statuses[name] = OutputStatus(name, d.path, "rendered")
-            if after_output is not None:
-                hook_failure = self._after(after_output, name, out, diags)
-                if hook_failure is not None:
-                    root[name] = hook_failure
-                    statuses[name] = OutputStatus(name, d.path, "failed", hook_failure)
+                deps = self.graph.dependencies.get(name, frozenset())
+                bad = sorted(x for x in deps if x in root)
+                if bad:
+                    root[name] = root[bad[0]]
+                    diags.append(self._blocked(name, root[name], via=bad[0]))
+                    statuses[name] = OutputStatus(name, d.path, "blocked", root[name])
+                    continue
+                ctx = dict(base)
+                ctx["outputs"] = Outputs(
+                    {x: rendered[x] for x in deps if x in rendered}, frozenset(deps & skipped)
+                )
+                compiled = self._compiled[name]
+                meter.start()
+                try:
+                    if compiled.when is not None:
+                        verdict = self._evaluate_when(d, compiled.when, ctx)
+                        if isinstance(verdict, Diagnostic):
+                            diags.append(verdict)
+                            root[name] = f"{name}: {verdict.rule_id} {verdict.message}"
+                            statuses[name] = OutputStatus(name, d.path, "failed", verdict.message)
+                            continue
+                        if not verdict:
+                            skipped.add(name)
+                            statuses[name] = OutputStatus(
+                                name, d.path, "skipped", "`when` is false"
+                            )
+                            continue
+                    template = compiled.template
+                    if template is None:  # cannot happen: outputs that did not compile failed
+                        continue
+                    pieces = list(template.root_render_func(template.new_context(ctx)))
+                    # Checked before joining: the join itself would allocate the whole text.
+                    _within(meter, total + sum(map(len, pieces)))
+                    text = "".join(pieces)
+                    content = text.encode()
+                    total += len(content)
+                    _within(meter, total)
+                except BudgetExceeded as exc:
+                    diag = render_error(exc, output_path=d.path, fallback_template=name)
+                    diags.append(diag)
+                    budgets.append(RenderBudget("render", exc.budget, exc.limit, exc.used))
+                    out_of_budget = root[name] = f"{name}: {diag.rule_id} {diag.message}"
+                    statuses[name] = OutputStatus(name, d.path, "failed", diag.message)
+                    continue
+                except Exception as exc:
+                    diag = render_error(exc, output_path=d.path, fallback_template=name)
+                    diags.append(diag)
+                    root[name] = f"{name}: {diag.rule_id} {diag.message}"
+                    statuses[name] = OutputStatus(name, d.path, "failed", diag.message)
+                    continue
+                finally:
+                    meter.stop()
+                out = RenderedOutput(name, d.kind, d.path, text)
+                rendered[name] = out
+                entries.append(FileEntry(d.path, d.kind, content))
+                pieces_by_path[d.path] = pieces
+                statuses[name] = OutputStatus(name, d.path, "rendered")
+                if after_output is not None:
+                    hook_failure = self._after(after_output, name, out, diags)
+                    if hook_failure is not None:
+                        root[name] = hook_failure
+                        statuses[name] = OutputStatus(name, d.path, "failed", hook_failure)
+        finally:
+            _METER.reset(token)
 
         return RenderResult(
             files=FileSet.of(entries),
@@ -477,6 +526,7 @@ class Renderer:
             outputs={n: statuses[n] for n in sorted(statuses)},
             render_ms=(time.perf_counter() - started) * 1000,
             inputs=RenderInputs(view, base["http"], base["extraContext"]),
+            budgets=tuple(budgets),
         )
 
     def _evaluate_when(
@@ -487,6 +537,8 @@ class Renderer:
             for _ in when.root_render_func(context):
                 pass
             return bool(context.vars["result"])
+        except BudgetExceeded:
+            raise  # the render stops; _render reports it
         except Exception as exc:
             diag = render_error(
                 exc,
@@ -522,6 +574,12 @@ class Renderer:
         if not errors:
             return None
         return f"{name}: {errors[0].rule_id} {errors[0].message}"
+
+
+def _within(meter: Meter, size: int) -> None:
+    """Output of ``size`` bytes (or characters) in total must fit the render's size budget."""
+    if size > meter.max_chars:
+        raise BudgetExceeded("outputBytes", meter.max_chars, size)
 
 
 def _internal(exc: BaseException, template: str, output_path: str | None) -> Diagnostic:

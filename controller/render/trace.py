@@ -30,6 +30,9 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 
 from controller.diagnostics import TemplateLocation
+from controller.render.budget import BudgetExceeded, current
+
+_METER = current()
 
 Locs = tuple[TemplateLocation, ...]
 """Locations of the lines a piece spans: ``locs[k]`` is where its ``k``-th newline leads."""
@@ -55,14 +58,26 @@ class Traced(str):
 def join_traced(pieces: Iterable[str]) -> Traced:
     """``environment.concat``: join like ``"".join`` and remember the pieces."""
     parts = pieces if isinstance(pieces, list) else list(pieces)
-    return Traced("".join(parts), parts)
+    joined = Traced("".join(parts), parts)
+    meter = _METER.get()
+    if meter is not None:
+        meter.charge(len(joined))
+    return joined
 
 
 def to_text(value: object) -> str:
-    """Expression output: keep a traced macro result as it is, stringify everything else."""
-    if type(value) is Traced:
-        return value
-    return str(value)
+    """Expression output: keep a traced macro result as it is, stringify everything else.
+
+    Called for every ``{{ }}``, so the size charge is inlined; the clock is left to loops and
+    joins, through which any long render must pass.
+    """
+    text = value if isinstance(value, str) and type(value) is Traced else str(value)
+    meter = _METER.get()
+    if meter is not None:
+        used = meter.used_chars = meter.used_chars + len(text)
+        if used > meter.max_chars:
+            raise BudgetExceeded("outputBytes", meter.max_chars, used)
+    return text
 
 
 def line_sources(pieces: Iterable[str]) -> list[TemplateLocation | None]:
@@ -116,6 +131,26 @@ def line_sources(pieces: Iterable[str]) -> list[TemplateLocation | None]:
     return out
 
 
+_LOOP_HOOK = "htc_loop"
+"""The environment attribute every ``for`` iterable is passed through (a metered loop)."""
+
+_OWN_BUFFER = (nodes.For, nodes.Macro, nodes.CallBlock, nodes.FilterBlock, nodes.AssignBlock)
+"""Nodes whose text is charged on their own (their loop, or the join of their buffer)."""
+
+
+def literal_text(body: Iterable[nodes.Node]) -> int:
+    """Characters of literal template text one pass through ``body`` can output at most."""
+    total = 0
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, nodes.TemplateData):
+            total += len(node.data)
+        elif not isinstance(node, _OWN_BUFFER):
+            todo.extend(node.iter_child_nodes())
+    return total
+
+
 class TracingCodeGenerator(CodeGenerator):
     """Jinja2's code generator, emitting traced constants and markers for every output.
 
@@ -140,6 +175,38 @@ class TracingCodeGenerator(CodeGenerator):
         self.writeline("t_htc_maps = environment.htc_mappings")
         for line in self._htc_consts:
             self.writeline(line)
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        """Every loop charges the render budget per item (see controller.render.budget)."""
+        chars = nodes.Const(literal_text(node.body), lineno=node.lineno)
+        loop = nodes.EnvironmentAttribute(_LOOP_HOOK, lineno=node.lineno)
+        metered = nodes.Call(loop, [node.iter, chars], [], None, None, lineno=node.lineno)
+        copy = nodes.For(
+            node.target,
+            metered,
+            node.body,
+            node.else_,
+            node.test,
+            node.recursive,
+            lineno=node.lineno,
+        )
+        copy.environment = node.environment
+        super().visit_For(copy, frame)
+
+    def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
+        """The loop hook is called directly: no sandbox check is needed for our own function,
+        and ``environment.call`` would cost ~6 µs per loop. Templates cannot spell an
+        environment attribute, so only :meth:`visit_For` makes such a call."""
+        callee = node.node
+        if isinstance(callee, nodes.EnvironmentAttribute) and callee.name == _LOOP_HOOK:
+            iterable, chars = node.args
+            self.write(f"environment.{_LOOP_HOOK}(")
+            self.visit(iterable, frame)
+            self.write(", ")
+            self.visit(chars, frame)
+            self.write(")")
+            return
+        super().visit_Call(node, frame, forward_caller=forward_caller)
 
     def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
         """``obj.name`` on a stored object without a call into the environment.

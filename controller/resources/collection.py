@@ -49,7 +49,9 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
     """(namespace, name) from metadata; raises :class:`InvalidObject` without a name."""
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
+    if name is not None and not isinstance(name, str):
+        raise InvalidObject(f"metadata.name must be a string, not {name!r}")
+    if not name:
         raise InvalidObject("object has no metadata.name, so it has no identity in the store")
     ns = meta.get("namespace") if isinstance(meta, Mapping) else None
     return (ns if isinstance(ns, str) else "", name)

@@ -189,7 +189,10 @@ def _identity_problem(doc: Mapping[str, Any]) -> str | None:
         missing.append("metadata.name")
     else:
         name = meta.get("name")
-        if not isinstance(name, str) or not name:
+        if name is not None and not isinstance(name, str):
+            # YAML reads `name: 123` as a number; the API server refuses it the same way.
+            return f"metadata.name must be a string, not the {_kind_of(name)} {name!r}"
+        if not name:
             missing.append("metadata.name")
         ns = meta.get("namespace")
         if ns is not None and not isinstance(ns, str):

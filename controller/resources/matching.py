@@ -23,6 +23,7 @@ from controller.resources.paths import (
     scalar_text,
 )
 from controller.spec.models import LabelSelector, WatchedResource
+from controller.spec.names import field_selector_error
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace; namespace selectors commonly rely on it."""
@@ -46,7 +47,14 @@ class FieldRequirement:
 
 @lru_cache(maxsize=256)
 def parse_field_selector(text: str) -> tuple[FieldRequirement, ...]:
-    """``metadata.name=a,metadata.namespace!=b`` (also ``==``; ``\\`` escapes ``, = !``)."""
+    """``metadata.name=a,metadata.namespace!=b`` (also ``==``; ``\\`` escapes ``\\ , =``).
+
+    The syntax is the spec's (:func:`controller.spec.names.field_selector_error`, also the
+    CRD's pattern); this adds what only the store knows: each key must be a field path.
+    """
+    problem = field_selector_error(text)
+    if problem is not None:
+        raise SelectorError(problem)
     out: list[FieldRequirement] = []
     for term in _split_unescaped(text, ","):
         if not term.strip():

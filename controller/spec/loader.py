@@ -14,7 +14,7 @@ location is the YAML line of that field, found through PyYAML's composed node gr
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,14 @@ from controller.spec.models import FULL_API_VERSION, KIND, HAProxyTemplateConfig
 PathKey = tuple[str | int, ...]
 """A path into a document: mapping keys and sequence indices."""
 
-__all__ = ["PathKey", "load_config", "parse_config", "read_documents"]
+__all__ = [
+    "Locate",
+    "PathKey",
+    "load_config",
+    "load_config_located",
+    "parse_config",
+    "read_documents",
+]
 
 
 class _Loader(yaml.SafeLoader):
@@ -141,24 +148,45 @@ def read_documents(
     return docs, []
 
 
+Locate = Callable[[PathKey], Location | None]
+"""A document path → the file and line it was read from (None when unknown)."""
+
+
 def load_config(path: Path) -> tuple[HAProxyTemplateConfig | None, list[Diagnostic]]:
     """Read the one HAProxyTemplateConfig in ``path`` (other documents in the file are ignored)."""
+    config, diags, _ = load_config_located(path)
+    return config, diags
+
+
+def load_config_located(
+    path: Path,
+) -> tuple[HAProxyTemplateConfig | None, list[Diagnostic], Locate]:
+    """:func:`load_config`, plus a function that finds the line of any field of the document.
+
+    Checks that run after the model accepted the document (field paths the store parses,
+    for instance) use it to point at the line, as the loader's own errors do.
+    """
     file = str(path)
+    lines: Mapping[PathKey, int] = {}
+
+    def locate(at: PathKey) -> Location | None:
+        return _loc(file, lines, at)
+
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        return None, [
-            make("E8002", Phase.SPEC, f"cannot read: {reason}", location=Location(file=file))
-        ]
+        diag = make("E8002", Phase.SPEC, f"cannot read: {reason}", location=Location(file=file))
+        return None, [diag], locate
     docs, diags = read_documents(text, file)
     if diags:
-        return None, diags
+        return None, diags, locate
     ours = [(d, lines) for d, lines in docs if isinstance(d, Mapping) and d.get("kind") == KIND]
     if len(ours) != 1:
-        return None, [_not_exactly_one(file, docs, ours)]
+        return None, [_not_exactly_one(file, docs, ours)], locate
     doc, lines = ours[0]
-    return parse_config(doc, file=file, lines=lines)
+    config, problems = parse_config(doc, file=file, lines=lines)
+    return config, problems, locate
 
 
 def _not_exactly_one(
@@ -222,6 +250,10 @@ def _diagnostic(
     obj: ObjectRef | None,
 ) -> Diagnostic:
     path: PathKey = tuple(err["loc"])
+    if len(path) > 1 and path[-1] == "[key]":
+        # pydantic marks an invalid mapping key with a "[key]" step after the key itself;
+        # the key's own line and path say the same to someone reading the YAML.
+        path = path[:-1]
     return make(
         "E8001",
         Phase.SPEC,

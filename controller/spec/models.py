@@ -27,6 +27,19 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from controller.spec.names import (
+    FIELD_SELECTOR_PATTERN,
+    LABEL_KEY_PATTERN,
+    LABEL_PREFIX_PATTERN,
+    LABEL_VALUE_PATTERN,
+    MAX_OUTPUT_NAME,
+    OUTPUT_NAME_PATTERN,
+    check_label_key,
+    check_label_value,
+    check_output_name,
+    field_selector_error,
+)
+
 API_GROUP = "haproxy-template.dev"
 API_VERSION = "v1alpha1"
 KIND = "HAProxyTemplateConfig"
@@ -128,6 +141,53 @@ def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
 
 
+def _cel_string(text: str) -> str:
+    """``text`` as a CEL string literal, for patterns shared with the Python checks."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _field_selector(value: str) -> str:
+    problem = field_selector_error(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+OutputName = Annotated[str, AfterValidator(check_output_name)]
+"""A key of maps, files or certificates: it becomes a file name (see controller.spec.names)."""
+
+LabelKeyName = Annotated[str, AfterValidator(check_label_key)]
+"""A label key used as a mapping key; the CRD checks it with a CEL rule on the mapping."""
+
+LabelKey = Annotated[
+    str,
+    AfterValidator(check_label_key),
+    WithJsonSchema({"type": "string", "pattern": LABEL_KEY_PATTERN, "maxLength": 317}),
+]
+"""A label key as a string value (253-character prefix, '/', 63-character name at most)."""
+
+LabelValue = Annotated[
+    str,
+    AfterValidator(check_label_value),
+    WithJsonSchema({"type": "string", "pattern": LABEL_VALUE_PATTERN, "maxLength": 63}),
+]
+
+FieldSelector = Annotated[
+    str,
+    AfterValidator(_field_selector),
+    WithJsonSchema({"type": "string", "pattern": FIELD_SELECTOR_PATTERN}),
+]
+
+_OUTPUT_NAMES_RULE = _cel(
+    (
+        f"self.all(k, size(k) <= {MAX_OUTPUT_NAME} && "
+        f"k.matches({_cel_string(OUTPUT_NAME_PATTERN)}))",
+        "output names must be file names: a letter or digit first, then letters, digits, "
+        f"'.', '_' or '-', at most {MAX_OUTPUT_NAME} characters",
+    )
+)
+
+
 def _given(field: str) -> str:
     """CEL for "the field has a value": present and not null.
 
@@ -179,15 +239,19 @@ class LabelSelectorRequirement(ApiModel):
                 "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0)"
                 " : (!has(self.values) || size(self.values) == 0)",
                 "values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",
-            )
+            ),
+            (
+                f"!self.key.contains('/') || self.key.matches({_cel_string(LABEL_PREFIX_PATTERN)})",
+                "the prefix of a label key must not exceed 253 characters",
+            ),
         )
     )
 
-    key: str = Field(min_length=1)
+    key: LabelKey
     """Label key the requirement applies to."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     """How the key relates to the values."""
-    values: list[str] = Field(default_factory=list)
+    values: list[LabelValue] = Field(default_factory=list)
     """Values for In and NotIn; must be empty for Exists and DoesNotExist."""
 
     @model_validator(mode="after")
@@ -202,7 +266,18 @@ class LabelSelectorRequirement(ApiModel):
 class LabelSelector(ApiModel):
     """A Kubernetes label selector; all given terms must match (AND)."""
 
-    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_labels: dict[LabelKeyName, LabelValue] = Field(
+        default_factory=dict,
+        max_length=64,
+        json_schema_extra=_cel(
+            (
+                f"self.all(k, k.matches({_cel_string(LABEL_KEY_PATTERN)}) && "
+                f"(!k.contains('/') || k.matches({_cel_string(LABEL_PREFIX_PATTERN)})))",
+                "matchLabels keys must be label keys: an optional DNS subdomain prefix and '/', "
+                "then a name of at most 63 letters, digits, '-', '_' or '.'",
+            )
+        ),
+    )
     """Exact label key/value pairs an object must carry."""
     match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=32)
     """Set-based requirements an object's labels must meet."""
@@ -281,7 +356,7 @@ class WatchedResource(ApiModel):
     """Watch only namespaces whose labels match; all namespaces when omitted."""
     label_selector: LabelSelector | None = None
     """Watch only objects whose labels match."""
-    field_selector: str | None = None
+    field_selector: FieldSelector | None = None
     """Kubernetes field selector passed to the watch, e.g. metadata.name!=default."""
     index_by: list[str] = Field(
         default_factory=lambda: ["metadata.namespace", "metadata.name"], min_length=1
@@ -456,18 +531,68 @@ class ValidationSettings(ApiModel):
         return self
 
 
+# --- render budgets ----------------------------------------------------------------------------
+
+
+class RenderSettings(ApiModel):
+    """Budgets of one render. A render that exceeds one is stopped (E1012) and the candidate
+    counts as analysis incomplete, never as a pass; the last good configuration keeps serving."""
+
+    timeout: Duration = 30.0
+    """Template execution time per render, all outputs together (10,000 Ingresses take ~2s)."""
+    max_output_bytes: int = Field(default=64 * 1_048_576, ge=1024, le=1024 * 1_048_576)
+    """Text a render may produce, intermediate text (macro results, set blocks) included."""
+
+
 # --- reconcile and deploy ---------------------------------------------------------------------
+
+
+MIN_RENDER_INTERVAL = 0.01
+"""Lower bound of ``reconcile.minInterval``: below it a steady stream of changes (or a short
+resync) would make the loop render and validate hundreds of times a second."""
+MIN_RESYNC_INTERVAL = 1.0
+"""Lower bound of a non-zero ``reconcile.resyncInterval``."""
+
+
+def _at_least(minimum: float, *, zero_disables: bool = False) -> AfterValidator:
+    def check(seconds: float) -> float:
+        if seconds >= minimum or (zero_disables and seconds == 0):
+            return seconds
+        floor = format_duration(minimum)
+        if zero_disables:
+            raise ValueError(f"must be 0s (disabled) or at least {floor}")
+        raise ValueError(f"must be at least {floor}")
+
+    return AfterValidator(check)
 
 
 class ReconcileSettings(ApiModel):
     """Timing of the reconcile loop."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                f"!has(self.minInterval) || duration(self.minInterval) >= "
+                f"duration('{format_duration(MIN_RENDER_INTERVAL)}')",
+                f"minInterval must be at least {format_duration(MIN_RENDER_INTERVAL)}",
+            ),
+            (
+                "!has(self.resyncInterval) || duration(self.resyncInterval) == duration('0s') "
+                f"|| duration(self.resyncInterval) >= "
+                f"duration('{format_duration(MIN_RESYNC_INTERVAL)}')",
+                "resyncInterval must be 0s (disabled) or at least "
+                f"{format_duration(MIN_RESYNC_INTERVAL)}",
+            ),
+        )
+    )
+
     debounce: Duration = 0.2
-    """Quiet time after the last change before a trailing render."""
-    min_interval: Duration = 1.0
-    """Minimum time between two renders."""
-    resync_interval: Duration = 300.0
-    """Periodic full render even without changes."""
+    """Quiet time after the last change before a trailing render; 0s renders as soon as
+    minInterval allows."""
+    min_interval: Annotated[Duration, _at_least(MIN_RENDER_INTERVAL)] = 1.0
+    """Minimum time between two renders; at least 10ms."""
+    resync_interval: Annotated[Duration, _at_least(MIN_RESYNC_INTERVAL, zero_disables=True)] = 300.0
+    """Periodic full render even without changes; 0s disables it, otherwise at least 1s."""
 
 
 class DeployTarget(ApiModel):
@@ -596,11 +721,17 @@ class HAProxyTemplateConfigSpec(ApiModel):
     """Reusable template fragments by name."""
     haproxy_config: Output
     """Template of the main configuration, haproxy.cfg."""
-    maps: dict[str, Output] = Field(default_factory=dict, max_length=256)
+    maps: dict[OutputName, Output] = Field(
+        default_factory=dict, max_length=256, json_schema_extra=_OUTPUT_NAMES_RULE
+    )
     """Map files by file name, deployed under maps/."""
-    files: dict[str, Output] = Field(default_factory=dict, max_length=256)
+    files: dict[OutputName, Output] = Field(
+        default_factory=dict, max_length=256, json_schema_extra=_OUTPUT_NAMES_RULE
+    )
     """General files (error pages, ...) by file name, deployed under files/."""
-    certificates: dict[str, Output] = Field(default_factory=dict, max_length=256)
+    certificates: dict[OutputName, Output] = Field(
+        default_factory=dict, max_length=256, json_schema_extra=_OUTPUT_NAMES_RULE
+    )
     """PEM certificate files by file name, deployed under certs/."""
     http_sources: dict[str, HttpSource] = Field(default_factory=dict)
     """Remote content available to templates."""
@@ -610,6 +741,8 @@ class HAProxyTemplateConfigSpec(ApiModel):
     """Free-form values templates see as extraContext."""
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     """Validation pipeline settings."""
+    render: RenderSettings = Field(default_factory=RenderSettings)
+    """Time and size budgets of a render."""
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
     """Reconcile loop timing."""
     deploy: DeploySettings = Field(default_factory=DeploySettings)

@@ -15,10 +15,14 @@ Scheduling coalesces bursts without losing the last update:
 * **minInterval** — two runs start at least ``reconcile.minInterval`` apart;
 * **no starvation** — a steady stream of changes still runs once per
   ``minInterval + debounce``;
-* **resync** — a run every ``reconcile.resyncInterval`` even without changes.
+* **resync** — a run every ``reconcile.resyncInterval`` even without changes (0 disables it);
+* **retry** — a valid set that a target failed to deploy (HAProxy could not start, a reload
+  was refused) is tried again after a back-off that doubles up to ``retry_max``, so a
+  condition that clears by itself (a port freed) heals without waiting for the next edit.
 
-The pending flag is cleared *before* the snapshot is taken, so a change that lands while a run
-renders always causes one more run; the loop converges on the final state.
+The pending flag is cleared *before* the snapshot is taken — by a run and by a spec candidate
+alike — so a change that lands while a run or a candidate renders always causes one more run;
+the loop converges on the final state. A rejected candidate puts back what it had cleared.
 
 A new HAProxyTemplateConfig spec is adopted only after it built a renderer and a pipeline,
 passed lint (when the validation layer offers it) and rendered and validated against the
@@ -58,6 +62,11 @@ __all__ = [
 ]
 
 _log = get_logger("controller.reconcile")
+
+_TIMERS = frozenset({"resync", "retry"})
+"""Triggers that the loop's own timers fire: they run at once (minInterval permitting) and are
+not store changes."""
+_MAX_OBJECTS = 100
 
 
 # --- what the trigger needs from the layers below ------------------------------------------
@@ -149,6 +158,8 @@ class ReconcileTrigger:
         *,
         metrics: Metrics | None = None,
         drift_interval: float | None = 10.0,
+        retry_initial: float = 1.0,
+        retry_max: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
@@ -157,6 +168,8 @@ class ReconcileTrigger:
         self.engine_factory = engine_factory
         self.metrics = metrics or METRICS
         self.drift_interval = drift_interval
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
         self.clock = clock
         self.engine: Engine | None = None
         self.settings = ReconcileSettings()
@@ -164,6 +177,12 @@ class ReconcileTrigger:
         """Render + validate runs so far (spec candidates included)."""
         self.last_report: ValidationReport | None = None
         self.last_deployed: ValidatedFileSet | None = None
+        self.serving: str | None = None
+        """Checksum of what every target confirmed running; None before the first success
+        (and after a deploy that left no confirmed set)."""
+        self.retry_attempts = 0
+        """Failed deploys in a row; the back-off grows with it."""
+        self._retry_at: float | None = None
         self._lock = threading.Lock()
         self._pending: _Pending | None = None
         self._specs: list[_SpecProposal] = []
@@ -191,9 +210,9 @@ class ReconcileTrigger:
                 )
             p.last = now
             p.count += 1
-            if ref is not None and len(p.objects) < 100 and ref not in p.objects:
+            if ref is not None and len(p.objects) < _MAX_OBJECTS and ref not in p.objects:
                 p.objects.append(ref)
-        if trigger != "resync":
+        if trigger not in _TIMERS:
             self.metrics.reconcile_changes.inc()
         self._poke()
 
@@ -308,12 +327,29 @@ class ReconcileTrigger:
             self._wake.clear()
             if self._specs or (delay is not None and delay <= 0):
                 continue
-            timeout = delay if delay is not None else self._resync_delay()
+            timeout = delay if delay is not None else self._timer_delay()
             try:
-                await asyncio.wait_for(self._wake.wait(), max(timeout, 0.0))
+                await asyncio.wait_for(
+                    self._wake.wait(), max(timeout, 0.0) if math.isfinite(timeout) else None
+                )
             except TimeoutError:
-                if self._next_delay() is None and self._resync_delay() <= 0:
-                    self.notify(trigger="resync")
+                if self._next_delay() is None:
+                    self._fire_timers()
+
+    def _fire_timers(self) -> None:
+        """Turn a due retry or resync into a pending run (a retry renders afresh too: the
+        latest state is what should run once the target is back)."""
+        now = self.clock()
+        if self._retry_at is not None and self._retry_at <= now:
+            self._retry_at = None
+            self.notify(trigger="retry")
+        elif self._resync_delay() <= 0:
+            self.notify(trigger="resync")
+
+    def _timer_delay(self) -> float:
+        """Seconds until the next retry or resync; infinite when neither is due ever."""
+        retry = math.inf if self._retry_at is None else self._retry_at - self.clock()
+        return min(retry, self._resync_delay())
 
     def _next_delay(self) -> float | None:
         """Seconds until the pending run may start; None when nothing is pending."""
@@ -326,7 +362,7 @@ class ReconcileTrigger:
             s = self.settings
             now = self.clock()
             earliest = self._last_start + s.min_interval
-            if p.leading or p.trigger == "resync":
+            if p.leading or p.trigger in _TIMERS:
                 at = max(now, earliest)
             else:
                 quiet = p.last + s.debounce
@@ -335,6 +371,8 @@ class ReconcileTrigger:
             return at - now
 
     def _resync_delay(self) -> float:
+        if self.settings.resync_interval <= 0:
+            return math.inf  # disabled
         return self._last_end + self.settings.resync_interval - self.clock()
 
     async def _run_pending(self) -> None:
@@ -356,25 +394,27 @@ class ReconcileTrigger:
         if engine is None:
             return
         self._last_start = self.clock()
-        self.metrics.reconcile_runs.labels(trigger).inc()
         try:
             view = self.source.snapshot()
             self._count_objects(view)
-            render, verdict = await self._evaluate(engine, view)
+            render, verdict = await self._evaluate(engine, view, trigger)
             await self._conclude(trigger, since, objects, render, verdict)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the loop must survive anything a run throws
             _log.exception("reconcile run failed", trigger=trigger)
             report = failure_report("F0001", Phase.DEPLOY, f"reconcile run failed: {exc!r}")
-            self.publisher.publish(Event.rejected(trigger, report, objects=objects))
+            self.publisher.publish(
+                Event.rejected(trigger, report, objects=objects, serving=self.serving)
+            )
         finally:
             self._last_end = self.clock()
 
     async def _evaluate(
-        self, engine: Engine, view: StoreView
+        self, engine: Engine, view: StoreView, trigger: str
     ) -> tuple[RenderResult | None, VerdictLike]:
         self.runs += 1
+        self.metrics.reconcile_runs.labels(trigger).inc()
         try:
             render = await asyncio.to_thread(engine.renderer.render, view)
         except Exception as exc:
@@ -398,19 +438,37 @@ class ReconcileTrigger:
         validated = verdict.validated
         with bind(trigger=trigger, checksum=report.metadata.checksum):
             if validated is None:
+                # The current state does not validate; retrying would judge it the same way.
+                self._retry_at = None
                 self.publisher.publish(
-                    Event.rejected(trigger, report, render=render, objects=objects)
+                    Event.rejected(
+                        trigger, report, render=render, objects=objects, serving=self.serving
+                    )
                 )
                 return None
             results = [await target.deploy(validated) for target in self.targets]
+            retry_in = None
             if all(r.ok for r in results):
                 self.last_deployed = validated
+                self.retry_attempts = 0
+                self._retry_at = None
                 if math.isfinite(since) and any(r.reloaded for r in results):
                     self.metrics.reconcile_latency.observe(max(self.clock() - since, 0.0))
-            self.publisher.publish(
-                Event.deployed(trigger, validated, results, render=render, objects=objects)
+            else:
+                retry_in = self._schedule_retry()
+            event = Event.deployed(
+                trigger, validated, results, render=render, objects=objects, retry_in=retry_in
             )
+            self.serving = event.serving
+            self.publisher.publish(event)
             return results
+
+    def _schedule_retry(self) -> float:
+        self.retry_attempts += 1
+        delay = min(self.retry_initial * 2.0 ** (self.retry_attempts - 1), self.retry_max)
+        self._retry_at = self.clock() + delay
+        _log.warning("deploy failed; retrying", attempt=self.retry_attempts, retry_in=delay)
+        return delay
 
     # --- spec changes ---------------------------------------------------------------------
 
@@ -441,11 +499,24 @@ class ReconcileTrigger:
             if lint_errors:
                 return self._reject(trigger, lint_errors, None)
 
-        view = proposal.view if proposal.view is not None else self.source.snapshot()
-        self._count_objects(view)
-        render, verdict = await self._evaluate(engine, view)
+        # Cleared before the snapshot, as a run does: a change that lands while the candidate
+        # renders marks a new run. Put back if the candidate is rejected, since the running
+        # spec has not rendered those changes either.
+        with self._lock:
+            taken = self._pending
+            self._pending = None
+        try:
+            view = proposal.view if proposal.view is not None else self.source.snapshot()
+            self._count_objects(view)
+            render, verdict = await self._evaluate(engine, view, trigger)
+        except Exception as exc:
+            self._restore_pending(taken)
+            _log.exception("trying the spec failed")
+            diag = make("F0001", Phase.SPEC, f"trying the configuration failed: {exc!r}")
+            return self._reject(trigger, (diag,), None)
         first = self.engine is None
         if verdict.validated is None and not first:
+            self._restore_pending(taken)
             self.publisher.record_verdict(trigger, verdict.report)
             return self._reject(trigger, tuple(verdict.report.diagnostics), verdict.report, render)
 
@@ -457,11 +528,28 @@ class ReconcileTrigger:
         self.publisher.publish(
             Event(EventKind.SPEC_ACCEPTED, trigger, message="configuration spec adopted")
         )
-        with self._lock:
-            self._pending = None  # this run covers everything the store held
-        await self._conclude(trigger, self._last_start, [], render, verdict)
+        objects = taken.objects if taken is not None else []
+        await self._conclude(trigger, self._last_start, objects, render, verdict)
         self._last_end = self.clock()
         return SpecDecision(True, tuple(verdict.report.diagnostics), verdict.report)
+
+    def _restore_pending(self, taken: _Pending | None) -> None:
+        """Merge changes a rejected candidate had taken back into what is pending."""
+        if taken is None:
+            return
+        with self._lock:
+            p = self._pending
+            if p is None:
+                self._pending = taken
+            else:
+                p.since = min(p.since, taken.since)
+                p.last = max(p.last, taken.last)
+                p.count += taken.count
+                p.leading = p.leading or taken.leading
+                for ref in taken.objects:
+                    if len(p.objects) < _MAX_OBJECTS and ref not in p.objects:
+                        p.objects.append(ref)
+        self._poke()
 
     def _reject(
         self,

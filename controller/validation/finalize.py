@@ -1,6 +1,7 @@
 """Turning raw stage findings into the report's diagnostics.
 
-The order is fixed — strict, filters, severity gate, sort, dedupe — so that a filter sees a
+The order is fixed — strict, filters, severity gate, sort, dedupe (and then ``rules``-phase
+findings back in judging order, root causes first) — so that a filter sees a
 warning that strict mode has already promoted (``--strict --exclude W3001`` drops it), and the
 gate never has to guess whether a promoted warning is an error. Everything removed is counted,
 so a report always says how much it is not showing.
@@ -74,18 +75,49 @@ def _order(d: Diagnostic) -> tuple[object, ...]:
     return (severity, file, line, column, rule, _PHASE_RANK[d.phase], message, d.model_dump_json())
 
 
+_JUDGEMENTS = frozenset(
+    {"E0002", "E5003", "W5004", "E5005", "W5006", "E5007", "W5008", "I5010", "I5011"}
+)
+"""What evaluating CEL rules reports (failures, fail-closed, cycles, cascades, budget), as
+opposed to what compiling them reports (E5001/E5002/E5009), which is sorted by line."""
+
+
+def _rules_in_judging_order(unique: list[tuple[int, Diagnostic]]) -> list[Diagnostic]:
+    """Put the findings of rule evaluation back in the order they were given, within the
+    slots the generic sort gave them among their own severity.
+
+    CEL rules are judged in plan order — dependencies first (Tarjan over the deferred
+    references), after the inline rules in render order — so a root cause is judged, and
+    emitted, before the rules that read it. Sorting by file would put ``a.map``'s echo before
+    ``z.map``'s root cause; this restores cause before effect, and stays deterministic
+    because the plan and the render order are. Everything else keeps the generic order, and
+    severity grouping is kept for everyone.
+    """
+    slots: dict[Severity, list[int]] = {}
+    for pos, (_, d) in enumerate(unique):
+        if d.phase is Phase.RULES and d.rule_id in _JUDGEMENTS:
+            slots.setdefault(d.severity, []).append(pos)
+    out = [d for _, d in unique]
+    for positions in slots.values():
+        given = sorted((unique[p] for p in positions), key=lambda pair: pair[0])
+        for pos, (_, d) in zip(positions, given, strict=True):
+            out[pos] = d
+    return out
+
+
 def finalize(diagnostics: Iterable[Diagnostic], options: ValidationOptions) -> Finalized:
     given = list(diagnostics)
     kept = _filtered(given, options)
     # The gate never hides an error: the strictest level it honours is "error".
     gate = max(options.severity_level.rank, Severity.ERROR.rank)
     kept = [d for d in kept if d.severity.rank <= gate or is_protected(d)]
-    keyed = sorted(((_order(d), d) for d in kept), key=lambda pair: pair[0])
-    unique: list[Diagnostic] = []
+    # The sort is stable, so of two identical findings the first given is kept.
+    keyed = sorted(((_order(d), i, d) for i, d in enumerate(kept)), key=lambda t: t[0])
+    unique: list[tuple[int, Diagnostic]] = []
     last: object = None
-    for key, d in keyed:
+    for key, i, d in keyed:
         text = key[-1]
         if text != last:
-            unique.append(d)
+            unique.append((i, d))
             last = text
-    return Finalized(unique, len(given) - len(unique))
+    return Finalized(_rules_in_judging_order(unique), len(given) - len(unique))

@@ -114,8 +114,6 @@ class ValidationOptions:
     """When non-empty, only diagnostics matching one of these terms are kept."""
     exclude: tuple[str, ...] = ()
     """Diagnostics matching one of these terms are removed."""
-    disable_builtin_rules: bool = False
-    """Run only user-supplied deferred rules, not the bundled ones (read by the rules stage)."""
     _include: tuple[RuleMatcher, ...] = field(init=False, repr=False, compare=False)
     _exclude: tuple[RuleMatcher, ...] = field(init=False, repr=False, compare=False)
 
@@ -154,6 +152,5 @@ class ValidationOptions:
                 "strict" if self.strict else "lenient",
                 ",".join(sorted(self.include)),
                 ",".join(sorted(self.exclude)),
-                "nobuiltin" if self.disable_builtin_rules else "builtin",
             )
         )

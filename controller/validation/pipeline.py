@@ -9,16 +9,26 @@ could forget a stage.
 The pipeline never raises for a bad candidate or a misbehaving stage. A render error, a
 failing stage, a stage that crashes and a stage that runs out of time all come back as a
 report; only cancellation propagates.
+
+Stages are *judged* in order, but once the syntax stage has passed (its directive policy and
+file-reference checks are what make a candidate safe to hand to ``haproxy -c``, so nothing
+starts before they finished) the schema stage, the sandboxed ``haproxy -c`` and the deferred
+rules run at the same time: ``haproxy -c`` and the rule worker are processes of their own, so
+the in-process stages use the time they would otherwise wait. Outcomes are then read in stage
+order, and the first stage that stops the run cancels the speculative work behind it (the
+sandbox kills ``haproxy -c``'s process group), so the report — diagnostics, ``stagesRun``,
+``stagesSkipped`` — is exactly what running one stage after the other would produce.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
@@ -34,8 +44,15 @@ from controller.validation.report import (
     RuleCounters,
     ValidationReport,
 )
+from controller.validation.sandbox import max_concurrency
 from controller.validation.stage import Stage, StageContext, StageOutcome
-from controller.validation.validated import ValidatedFileSet, _issue
+from controller.validation.syntax.gcpause import GcPause
+from controller.validation.validated import (
+    ValidatedFileSet,
+    _issue,
+    missing_phases,
+    undeployable,
+)
 
 if TYPE_CHECKING:
     from controller.spec.models import HAProxyTemplateConfigSpec, ValidationSettings
@@ -45,6 +62,15 @@ __all__ = ["Pipeline", "PipelineSetupError", "Verdict"]
 log = logging.getLogger(__name__)
 
 _MAX_EXCEPTION_TEXT = 300
+
+SPECULATIVE_PHASES = frozenset({Phase.SCHEMA, Phase.HAPROXY, Phase.RULES})
+"""Phases that may run at the same time once every stage before them passed. None of them
+writes to the shared context, and none has effects outside the process but ``haproxy -c`` in
+its sandbox (the rules stage's worker only computes). External validators are not among them:
+they may be remote services, and they see a candidate only after everything else accepted it.
+"""
+_START_ORDER = {Phase.HAPROXY: 0}
+"""``haproxy -c`` is spawned first; the others start in stage order behind it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +111,8 @@ class Pipeline:
         haproxy_version: str | None,
         cache: VerdictCache | None,
         options: ValidationOptions | None = None,
+        overlap: bool | None = None,
+        allow_partial: bool = False,
     ) -> None:
         phases = [s.phase for s in stages]
         if len(set(phases)) != len(phases):
@@ -93,9 +121,19 @@ class Pipeline:
         self.haproxy_version = haproxy_version
         self.cache = cache
         self.options = options or ValidationOptions()
+        self.overlap = max_concurrency() > 1 if overlap is None else overlap
+        """Run the speculative stages at the same time (see the module docstring). Off, every
+        stage waits for the one before it; the reports are the same either way. By default
+        on when this process may use more than one CPU (affinity and cgroup quota): with a
+        single CPU there is no second one for ``haproxy -c`` to run on."""
+        self.allow_partial = allow_partial
+        """Issue a ValidatedFileSet even without the syntax and haproxy stages (tests only;
+        see ``controller.validation.validated``)."""
         self.fingerprint = self._fingerprint()
         self.stage_runs = 0
         """How many times the stages actually ran (not cache hits, not joined calls)."""
+        self.warmed_up = False
+        self._window = _speculative_window(self.stages)
         self._flight: SingleFlight[StageRun] = SingleFlight()
 
     @property
@@ -185,6 +223,32 @@ class Pipeline:
             options=options,
         )
 
+    def warm_up(self) -> dict[str, float]:
+        """Pay every per-process first-use cost now instead of on the first candidate.
+
+        A long-running controller builds its pipeline once and then waits for candidates, so
+        it calls this right after building: the schema stage compiles all its validators, the
+        sandboxed stages probe which isolation layers this host offers. Stages opt in with a
+        ``warm_up()`` method; a failing warm-up is logged and only means the first candidate
+        pays as it would have. Idempotent. Returns milliseconds spent per stage.
+
+        Blocking (about a second in a fresh process, a few milliseconds for a later pipeline of
+        the same HAProxy family); from a running event loop, prefer ``asyncio.to_thread``.
+        """
+        spent: dict[str, float] = {}
+        for stage in self.stages:
+            hook = getattr(stage, "warm_up", None)
+            if not callable(hook):
+                continue
+            started = time.perf_counter()
+            try:
+                hook()
+            except Exception:
+                log.exception("warming up stage %s failed", stage.phase.value)
+            spent[f"{stage.phase.value}Ms"] = _ms(started)
+        self.warmed_up = True
+        return spent
+
     # --- the entry points ---------------------------------------------------------------
 
     async def validate(
@@ -239,7 +303,11 @@ class Pipeline:
         report = await self.validate(render, options=options)
         if not report.valid:
             return Verdict(report, None)
-        return Verdict(report, _issue(render.files, report, self.fingerprint))
+        missing = missing_phases(report)
+        if missing and not self.allow_partial:
+            return Verdict(undeployable(report, missing), None)
+        validated = _issue(render.files, report, self.fingerprint, partial=self.allow_partial)
+        return Verdict(report, validated)
 
     # --- running the stages ---------------------------------------------------------------
 
@@ -250,48 +318,62 @@ class Pipeline:
         ctx = StageContext(
             render=render,
             haproxy_version=self.haproxy_version,
-            disable_builtin_rules=opts.disable_builtin_rules,
         )
-        diagnostics: list[Diagnostic] = []
-        budgets: list[BudgetExhaustion] = []
-        ran: list[Phase] = []
-        timings: dict[str, float] = {}
-        stop: str | None = None
-        rules: RuleCounters | None = None
+        progress = _Progress()
+        ahead: dict[int, asyncio.Task[tuple[StageOutcome, float]]] = {}
+        window_started = 0.0
         index = 0
-        for index, stage in enumerate(self.stages):  # noqa: B007 - index used after the loop
-            outcome, elapsed = await self._run_one(stage, ctx)
-            name = f"{stage.phase.value}Ms"
-            timings[name] = round(timings.get(name, 0.0) + elapsed, 3)
-            for k, v in outcome.extra_timings.items():
-                timings[k] = float(v)
-            if outcome.rules is not None:
-                rules = outcome.rules
-            diagnostics.extend(outcome.diagnostics)
-            ran.append(stage.phase)
-            if outcome.budget is not None:
-                budgets.append(outcome.budget)
-                if not any(d.rule_id == "E0002" for d in outcome.diagnostics):
-                    diagnostics.append(_budget_diagnostic(outcome.budget))
-                stop = f"{stage.phase.value} could not finish its analysis"
-            elif blocking(outcome.diagnostics, opts):
-                stop = f"{stage.phase.value} failed"
-            if stop:
-                break
+        # Up to the spawn of haproxy -c, every millisecond delays the verdict; the collector
+        # finds nothing to free in what the syntax stage builds, so it waits until then.
+        pause = GcPause().begin()
+        try:
+            for index, stage in enumerate(self.stages):
+                if self.overlap and index == self._window.start and len(self._window) > 1:
+                    # Everything before the window passed: the candidate may reach haproxy.
+                    window_started = time.perf_counter()
+                    ahead = self._speculate(ctx)
+                    # Runs after the tasks' first steps: haproxy -c is spawned by then.
+                    asyncio.get_running_loop().call_soon(pause.end)
+                elif index >= self._window.start:
+                    pause.end()
+                task = ahead.pop(index, None)
+                if task is None:
+                    outcome, elapsed = await self._run_one(stage, ctx)
+                else:
+                    outcome, elapsed = await task
+                    # Wall time of the overlapped stages together, up to the last one read.
+                    progress.timings["overlapMs"] = _ms(window_started)
+                if progress.record(stage, outcome, elapsed, opts):
+                    break
+        finally:
+            pause.end()
+            # A stage stopped the run (or the run was cancelled): what ran ahead is discarded.
+            await _discard(ahead.values())
+        stop = progress.stop
         skipped = [s.phase for s in self.stages[index + 1 :]] if stop else []
-        diagnostics.extend(_skipped(p, stop or "") for p in skipped)
+        progress.diagnostics.extend(_skipped(p, stop or "") for p in skipped)
         run = StageRun(
-            diagnostics=tuple(diagnostics),
-            budgets=tuple(budgets),
-            stages_run=tuple(ran),
+            diagnostics=tuple(progress.diagnostics),
+            budgets=tuple(progress.budgets),
+            stages_run=tuple(progress.ran),
             stages_skipped=tuple(skipped),
-            timings=timings,
+            timings=progress.timings,
             failed=stop is not None,
-            rules=rules,
+            rules=progress.rules,
         )
         if self.cache is not None and not run.failed:
             self.cache.put(key, run)
         return run
+
+    def _speculate(self, ctx: StageContext) -> dict[int, asyncio.Task[tuple[StageOutcome, float]]]:
+        """Start every stage of the window as a task. Tasks take their first step in the order
+        they were created: the sandbox writes the files and spawns ``haproxy -c`` first, then
+        the schema stage runs (synchronously, while haproxy works on the other CPU), then the
+        rules stage forks its worker — after schema rather than during it, so the fork does
+        not compete with schema for the interpreter, and the worker still has the time
+        haproxy takes."""
+        order = sorted(self._window, key=lambda i: _START_ORDER.get(self.stages[i].phase, 2))
+        return {i: asyncio.create_task(self._run_one(self.stages[i], ctx)) for i in order}
 
     async def _run_one(self, stage: Stage, ctx: StageContext) -> tuple[StageOutcome, float]:
         started = time.perf_counter()
@@ -389,6 +471,64 @@ class Pipeline:
             ),
             timings={"totalMs": _ms(started)},
         )
+
+
+@dataclass
+class _Progress:
+    """What the stages said so far, in stage order."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    budgets: list[BudgetExhaustion] = field(default_factory=list)
+    ran: list[Phase] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    rules: RuleCounters | None = None
+    stop: str | None = None
+
+    def record(
+        self, stage: Stage, outcome: StageOutcome, elapsed: float, opts: ValidationOptions
+    ) -> bool:
+        """Take one stage's outcome; True when it stops the run."""
+        name = f"{stage.phase.value}Ms"
+        self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 3)
+        for k, v in outcome.extra_timings.items():
+            self.timings[k] = float(v)
+        if outcome.rules is not None:
+            self.rules = outcome.rules
+        self.diagnostics.extend(outcome.diagnostics)
+        self.ran.append(stage.phase)
+        if outcome.budget is not None:
+            self.budgets.append(outcome.budget)
+            if not any(d.rule_id == "E0002" for d in outcome.diagnostics):
+                self.diagnostics.append(_budget_diagnostic(outcome.budget))
+            self.stop = f"{stage.phase.value} could not finish its analysis"
+        elif blocking(outcome.diagnostics, opts):
+            self.stop = f"{stage.phase.value} failed"
+        return self.stop is not None
+
+
+def _speculative_window(stages: Sequence[Stage]) -> range:
+    """Indexes of the first run of consecutive speculative stages that includes ``haproxy``
+    (empty when there is none): the stages that may overlap."""
+    i = 0
+    while i < len(stages):
+        j = i
+        while j < len(stages) and stages[j].phase in SPECULATIVE_PHASES:
+            j += 1
+        if any(stages[k].phase is Phase.HAPROXY for k in range(i, j)):
+            return range(i, j)
+        i = j + 1
+    return range(0)
+
+
+async def _discard(tasks: Iterable[asyncio.Task[tuple[StageOutcome, float]]]) -> None:
+    """Cancel speculative stages whose outcome is no longer wanted and wait until they have
+    cleaned up (a cancelled sandbox run kills its process group before it returns)."""
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    if pending:
+        # Cancelled tasks come back as results; only a cancellation of this run propagates.
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _render_budgets(render: RenderResult) -> list[BudgetExhaustion]:

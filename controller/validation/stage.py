@@ -26,8 +26,6 @@ class StageContext:
     """Version of the haproxy binary (``2.8.25``), known before the first stage runs."""
     parsed: dict[str, ParsedConfig] = field(default_factory=dict)
     """Parsed HAProxy configurations by path, filled by the syntax stage."""
-    disable_builtin_rules: bool = False
-    """Per-call option for the rules stage: run only user-supplied rules."""
 
     @property
     def files(self) -> FileSet:

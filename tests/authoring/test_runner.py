@@ -237,6 +237,38 @@ def test_tests_that_cannot_run_are_errors() -> None:
     assert not report.passed and report.counts["error"] == 4
 
 
+def test_fixture_identities_are_checked_precisely() -> None:
+    """YAML reads ``name: 123`` as a number; a duplicate identity would silently replace
+    the first object. Both are errors that say exactly what is wrong."""
+    numbered = ing("x", "x.local")
+    numbered["metadata"]["name"] = 123
+    duplicate = [ing("a", "a.local"), {**ing("a", "other.local")}]
+    report = run(
+        {
+            "numeric-name": t(
+                {"type": "contains", "value": "x"}, fixtures={"ingresses": [numbered]}
+            ),
+            "duplicate": t({"type": "contains", "value": "x"}, fixtures={"ingresses": duplicate}),
+            "no-metadata": t(
+                {"type": "contains", "value": "x"}, fixtures={"ingresses": [{"metadata": "x"}]}
+            ),
+        }
+    )
+    messages = {r.name: [d.message for d in r.diagnostics] for r in report.tests}
+    assert all(r.status is TestStatus.ERROR for r in report.tests)
+    assert messages["numeric-name"] == [
+        "test numeric-name: fixture ingresses[0]: metadata.name is 123 (an integer), not a "
+        'string; quote it: name: "123"'
+    ]
+    assert messages["duplicate"] == [
+        "test duplicate: fixture ingresses[1] is default/a again (as ingresses[0]); the store "
+        "holds one object per namespace/name, so one of them would be silently dropped"
+    ]
+    assert messages["no-metadata"] == [
+        "test no-metadata: fixture ingresses[0]: metadata is a string, not a mapping"
+    ]
+
+
 def test_parallel_runs_report_in_name_order() -> None:
     tests = {
         f"t{i:02d}": t(PASSING["contains"], {"type": "deterministic", "target": "haproxy.cfg"})

@@ -36,7 +36,9 @@ def free_port() -> int:
 
 
 async def validated(files: FileSet) -> ValidatedFileSet:
-    verdict = await Pipeline([], haproxy_version=None, cache=None).check(RenderResult(files))
+    verdict = await Pipeline([], haproxy_version=None, cache=None, allow_partial=True).check(
+        RenderResult(files)
+    )
     assert verdict.validated is not None
     return verdict.validated
 

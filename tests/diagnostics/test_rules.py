@@ -33,7 +33,7 @@ def test_registry_entries_are_complete() -> None:
 def test_make_takes_severity_and_docs_from_registry() -> None:
     d = make("E1001", Phase.RENDER, "boom")
     assert d.severity is Severity.ERROR
-    assert d.documentation_url and d.documentation_url.endswith("E1001")
+    assert d.documentation_url == "docs/diagnostics.md#e1001"
     assert d.suggested_fix == RULES["E1001"].fix
 
 

@@ -98,6 +98,29 @@ def test_policy_denied_directives_in_template_text() -> None:
     assert messages(allowed, "W8051") == []
 
 
+def test_denied_directives_behind_jinja_tags_and_environment_expansion() -> None:
+    tpl = CFG + "    {% if true %}lua-load /etc/x.lua{% endif %}\n"  # a tag writes nothing
+    tpl += "    {# note #}setenv X 1\n"
+    tpl += "    {{ prefix }}lua-load /etc/y.lua\n"  # the expression's text comes first
+    tpl += '    log "${SYSLOG}:514" local0\n'  # expanded from the environment
+    tpl += '    user "\\$HOME" # "$HOME"\n'  # escaped, then a comment
+    tpl += "    group '$HOME'\n"  # single quotes are literal
+    tpl += "    {%- set multi\n        = 1 %}lua-load /etc/z.lua\n"  # a tag over two lines
+    found = messages(spec(haproxyConfig={"template": tpl}), "W8051")
+    assert [m.split(", which")[0] for m in found] == [
+        "haproxy.cfg line 6 writes 'lua-load'",
+        "haproxy.cfg line 7 writes 'setenv'",
+        "haproxy.cfg line 9 writes an environment variable in double quotes",
+        "haproxy.cfg line 13 writes 'lua-load'",
+    ]
+    assert "E2106" in found[2] and "allowDirectives: [env-expansion]" in found[2]
+    allowed = spec(
+        haproxyConfig={"template": tpl},
+        validation={"policy": {"allowDirectives": ["env-expansion"]}},
+    )
+    assert len(messages(allowed, "W8051")) == 3
+
+
 def test_cel_compile_and_reference_errors() -> None:
     rules = [
         {"name": "syntax", "expression": "self.("},
@@ -144,7 +167,9 @@ def test_deferred_validation_advisory_per_owner() -> None:
         maps={"a.map": {"template": "k v\n"}},
     )
     [advice] = messages(s, "I8052")
-    assert advice.startswith("output haproxy.cfg has 2 deferred rule(s) (")
+    assert advice.startswith(
+        "deferred-validation-not-fail-fast: output haproxy.cfg has 2 deferred rule(s) ("
+    )
     assert (
         "reads-map reads outputs['a.map']" in advice and "reads-extra reads extraContext" in advice
     )

@@ -267,6 +267,19 @@ def test_exactly_one_config_is_required(root: Path) -> None:
     assert names(ad) == ["a", "b"]  # the accepted config stays in effect
 
 
+def test_an_empty_directory_says_it_has_no_config(tmp_path: Path) -> None:
+    """Nothing to read must still be judged: the audit's empty directory printed nothing."""
+    rec = Recorder()
+    ad = adapter(tmp_path, rec)
+    assert [d.rule_id for d in ad.load_initial()] == ["E8015"]
+    assert rec.last == ["E8015"] and "no HAProxyTemplateConfig" in rec.reports[-1][0].message
+    ad.sync()
+    assert len(rec.reports) == 1  # unchanged, so not reported again
+    (tmp_path / "config.yaml").write_text(CONFIG.format(extra=""))
+    ad.sync()
+    assert rec.last == [] and rec.configs == [(tmp_path / "config.yaml", 1)]
+
+
 def test_index_warnings_carry_file_and_line(root: Path) -> None:
     rec = Recorder()
     (root / "config.yaml").write_text(CONFIG.format(extra=ENDPOINTS))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aiohttp
 import pytest
+import structlog
 
 from controller.deploy.target import DeployOutcome, DeployResult
 from controller.diagnostics import Phase, make
@@ -14,6 +16,7 @@ from controller.observability.metrics import Metrics
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer, parse_addr
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.validation import Pipeline
+from controller.validation.report import ReportStatus, ValidationReport
 
 
 def files(text: str) -> FileSet:
@@ -21,7 +24,7 @@ def files(text: str) -> FileSet:
 
 
 async def verdict(text: str, *diags):
-    return await Pipeline([], haproxy_version=None, cache=None).check(
+    return await Pipeline([], haproxy_version=None, cache=None, allow_partial=True).check(
         RenderResult(files(text), diagnostics=tuple(diags))
     )
 
@@ -119,6 +122,63 @@ def test_a_failing_sink_does_not_stop_the_others() -> None:
     assert len(seen) == 1
 
 
+async def test_readyz_needs_the_local_haproxy_to_be_up(tmp_path: Path) -> None:
+    board = StatusBoard()
+    up = [True]
+    server = StatusServer(board, Metrics(), "127.0.0.1:0", alive=lambda: up[0])
+    await server.start()
+    try:
+        good = await verdict("y")
+        assert good.validated is not None
+        done = DeployResult(
+            "local", DeployOutcome.DEPLOYED, good.validated.checksum, good.validated.checksum
+        )
+        board(Event.deployed("startup", good.validated, [done]))
+        async with aiohttp.ClientSession() as http:
+            assert await fetch(http, server.url + "/readyz") == (200, "ready\n")
+            up[0] = False
+            assert await fetch(http, server.url + "/readyz") == (503, "HAProxy is not running\n")
+    finally:
+        await server.stop()
+
+
+def test_phase_histogram_only_uses_pipeline_phases() -> None:
+    """Reports time more than phases (the overlap window, a stage's sub-steps); none of those
+    may become a ``phase`` series."""
+    metrics = Metrics()
+    report = ValidationReport(
+        valid=True,
+        status=ReportStatus.OK,
+        timings={
+            "renderMs": 2.0,
+            "syntaxMs": 1.0,
+            "syntaxParseMs": 0.5,
+            "overlapMs": 40.0,
+            "haproxyMs": 39.0,
+            "haproxyProcessMs": 35.0,
+            "rulesMs": 3.0,
+            "totalMs": 45.0,
+        },
+    )
+    Publisher(metrics=metrics).record_verdict("change", report)
+    text = metrics.exposition().decode()
+    phases = set(re.findall(r'htc_pipeline_phase_duration_seconds_count\{phase="([^"]+)"\}', text))
+    assert phases == {"render", "syntax", "haproxy", "rules"}
+
+
+def test_logs_do_not_claim_a_serving_config_before_the_first_deploy() -> None:
+    report = ValidationReport(valid=False, status=ReportStatus.ERROR)
+    publisher = Publisher(metrics=Metrics())
+    with structlog.testing.capture_logs() as logs:
+        publisher.publish(Event.rejected("startup", report))
+        publisher.publish(Event.rejected("change", report, serving="a" * 64))
+    assert [e["event"] for e in logs] == [
+        "configuration rejected; no validated configuration is serving yet",
+        "configuration rejected; last good configuration keeps serving",
+    ]
+    assert [e["serving"] for e in logs] == [None, "a" * 64]
+
+
 @pytest.mark.parametrize(
     ("addr", "expected"),
     [
@@ -131,6 +191,9 @@ def test_parse_addr(addr: str, expected: tuple[str, int]) -> None:
     assert parse_addr(addr) == expected
 
 
-def test_parse_addr_rejects_garbage() -> None:
-    with pytest.raises(ValueError):
-        parse_addr("localhost")
+@pytest.mark.parametrize(
+    "addr", ["localhost", "garbage", "127.0.0.1:99999", "127.0.0.1:\uff18\uff10"]
+)
+def test_parse_addr_rejects_garbage(addr: str) -> None:
+    with pytest.raises(ValueError, match="invalid address"):
+        parse_addr(addr)

@@ -10,6 +10,7 @@ from render_kit import ingress, render, service, snapshot, spec, text
 
 from controller.diagnostics import Diagnostic, Location, Phase, Severity, make
 from controller.render import FileKind, RenderedOutput, Renderer
+from controller.spec import Output
 
 
 def test_outputs_are_named_by_key_and_deployed_by_kind() -> None:
@@ -261,6 +262,10 @@ def test_a_broken_store_view_is_reported_not_raised() -> None:
 
 
 def test_output_names_that_clash_or_escape_are_refused() -> None:
-    r = render(spec("x\n", maps={"a/b": "y", "dup": "z"}, files={"dup": "w"}))
-    assert sorted(d.rule_id for d in r.diagnostics) == ["E1010", "E1011"]
+    # The spec model refuses "a/b" already (tests/spec/test_names.py); a spec built without
+    # validation (model_copy) must still not make the renderer write outside maps/.
+    base = spec("x\n", files={"dup": "w"})
+    maps = {"a/b": Output(template="y"), "dup": Output(template="z"), "..": Output(template="")}
+    r = render(base.model_copy(update={"maps": maps}))
+    assert sorted(d.rule_id for d in r.diagnostics) == ["E1010", "E1011", "E1011"]
     assert list(r.outputs) == ["haproxy.cfg"]

@@ -32,7 +32,7 @@ from render_kit import (
 )
 
 from controller.cli.inputs import load_inputs, render_inputs
-from controller.cli.render import write_files
+from controller.cli.outdir import write_files
 from controller.render import Renderer, RenderResult
 
 GOLDEN = Path(__file__).parent / "golden" / "quickstart"
@@ -322,3 +322,58 @@ def test_ipv6_endpoints_render_valid_servers_and_fqdn_slices_are_skipped(
         timeout=30,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_endpoint_in_two_slices_gets_one_server(haproxy_bin: str, tmp_path: Path) -> None:
+    """Kubernetes may list an endpoint in two slices while it moves between them; HAProxy
+    refuses two servers of one name, so each address:port is emitted once."""
+    s = quickstart_spec()
+    first = endpoint_slice("echo", 18081, ("127.0.0.1", True), ("127.0.0.3", True))
+    second = endpoint_slice("echo", 18081, ("127.0.0.1", True), ("127.0.0.2", None))
+    second["metadata"]["name"] = "echo-x2"
+    objs = [
+        ("ingresses", ingress("echo", "echo.local", ("/", "Prefix", "echo", 80))),
+        ("services", service("echo", 80)),
+        ("endpointslices", second),
+        ("endpointslices", first),
+    ]
+    r = render(s, objs)
+    assert r.ok, r.diagnostics
+    servers = [line.strip() for line in text(r).splitlines() if line.strip().startswith("server ")]
+    # first slice by name first, each address:port once, in the order first seen
+    assert servers == [
+        "server 127.0.0.1:18081 127.0.0.1:18081",
+        "server 127.0.0.3:18081 127.0.0.3:18081",
+        "server 127.0.0.2:18081 127.0.0.2:18081",
+    ]
+    write_files(r.files, tmp_path)
+    check = subprocess.run(
+        [haproxy_bin, "-c", "-C", str(tmp_path), "-f", "haproxy.cfg"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "refused"),
+    [("echo.local", False), ("*.local", True), ("*.echo.local", True), ("a*.local", True)],
+)
+def test_wildcard_hosts_are_refused_not_silently_unrouted(host: str, refused: bool) -> None:
+    """hosts.map matches whole Host headers, so a wildcard rule would route nothing; the
+    quickstart's inline rule refuses it, naming the Ingress, before anything renders."""
+    from controller.validation.rules import RuledRenderer
+
+    s = quickstart_spec()
+    objs = [
+        ("ingresses", ingress("wild", host, ("/", "Prefix", "echo", 80))),
+        ("services", service("echo", 80)),
+    ]
+    r = RuledRenderer.from_spec(s).render(snapshot(s, objs))
+    failures = [d for d in r.diagnostics if d.rule_id == "E5003"]
+    assert bool(failures) is refused and r.ok is not refused
+    if refused:
+        assert failures[0].object is not None and failures[0].object.name == "wild"
+        assert "wildcard hosts" in failures[0].message
+        assert len(r.files) == 0

@@ -88,3 +88,16 @@ def test_locations_come_from_the_locator() -> None:
     [d] = RuleSet.from_spec(spec, locate).diagnostics
     assert d.location == Location(file="config.yaml", line=42)
     assert seen == [("spec", "maps", "a.map", "validate", "rules", 0, "expression")]
+
+
+def test_a_position_the_parser_does_not_know_is_not_printed() -> None:
+    deep = "self" + ".b" * 40 + " == 1"  # past the parser's nesting limit: it has no position
+    [(rid, msg)] = _ids(RuleSet.from_spec(make_spec(cfg_rules=[rule("deep", deep)])))
+    assert rid == "E5001"
+    assert msg == (
+        "spec.haproxyConfig.validate.rules[0].expression: "
+        "Exceeded max recursion depth of 32 when parsing."
+    )
+    nested = "(" * 40 + "true" + ")" * 40
+    [(_, msg)] = _ids(RuleSet.from_spec(make_spec(cfg_rules=[rule("nested", nested)])))
+    assert "<input>" not in msg and "[" not in msg.split(": ", 1)[1]

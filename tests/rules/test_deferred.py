@@ -7,9 +7,11 @@ from typing import Any
 
 from rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, ingress, make_spec, rule
 
-from controller.diagnostics import Diagnostic
+from controller.diagnostics import Diagnostic, Phase, Severity, make
 from controller.render import Renderer
 from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.validation.finalize import finalize
+from controller.validation.options import ValidationOptions
 from controller.validation.report import RuleCounters
 from controller.validation.rules import (
     Isolation,
@@ -180,9 +182,14 @@ def test_a_warning_does_not_suppress_errors_that_depend_on_it() -> None:
     assert counters == RuleCounters(evaluated=2, failed=2)
 
 
+CHAIN = ["z.map", "m.map", "a.map"]
+"""Dependency order, root cause first: z.map is the root, m.map reads z.map, a.map reads m.map.
+Deliberately the reverse of alphabetical order, so sorting by name or file cannot pass."""
+
+
 def _chain(order: list[str]) -> dict[str, Any]:
-    """c reads b, b reads a; every rule fails as a warning (so nothing is suppressed)."""
-    reads = {"a.map": None, "b.map": "a.map", "c.map": "b.map"}
+    """Every rule fails as a warning (so nothing is suppressed and every failure shows)."""
+    reads = {"z.map": None, "m.map": "z.map", "a.map": "m.map"}
     maps: dict[str, Any] = {}
     for name in order:
         other = reads[name]
@@ -194,15 +201,26 @@ def _chain(order: list[str]) -> dict[str, Any]:
 def test_order_is_root_causes_first_and_stable_over_20_runs() -> None:
     expected: list[str] | None = None
     for i in range(20):
-        names = ["a.map", "b.map", "c.map"]
-        order = names if i % 2 == 0 else list(reversed(names))  # spec order must not matter
+        order = CHAIN if i % 2 == 0 else sorted(CHAIN)  # spec order must not matter
         diags, counters = run(make_spec(maps=_chain(order), extraContext={"never": False}))
         got = [d.model_dump_json() for d in diags]
         if expected is None:
             expected = got
-            assert [d.message.split(" rule")[0] for d in diags] == ["a.map", "b.map", "c.map"]
+            assert [d.message.split(" rule")[0] for d in diags] == CHAIN
         assert got == expected
         assert counters == RuleCounters(evaluated=3, failed=3)
+
+
+def test_the_final_report_keeps_root_causes_first() -> None:
+    """finalize sorts by severity and file; the rules findings must still read cause first."""
+    spec = make_spec(maps=_chain(sorted(CHAIN)), extraContext={"never": False})
+    diags, _ = run(spec)
+    done = finalize([*reversed(diags), make("I0003", Phase.SCHEMA, "x")], ValidationOptions())
+    rules = [d for d in done.diagnostics if d.phase is Phase.RULES]
+    assert [d.message.split(" rule")[0] for d in rules] == ["a.map", "m.map", "z.map"]
+    done = finalize(diags, ValidationOptions())
+    assert [d.message.split(" rule")[0] for d in done.diagnostics] == CHAIN
+    assert [d.severity for d in done.diagnostics] == [Severity.WARNING] * 3
 
 
 def test_collection_rules_run_per_object_with_object_references() -> None:

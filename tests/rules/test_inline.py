@@ -103,16 +103,55 @@ def test_object_rules_judge_each_object() -> None:
     assert batch.counters.evaluated == 1 and batch.counters.failed == 1
 
 
-def test_a_bad_object_stops_the_render_before_it_starts() -> None:
-    spec = make_spec(watched=WATCHED)
+HOSTS_MAP = (
+    "{% for i in resources.ingresses.list() %}{% for r in i.spec.rules %}"
+    "{{ r.host }} {{ i.metadata.name }}\n{% endfor %}{% endfor %}"
+)
+CFG_READING_HOSTS = MINIMAL_CFG.replace(
+    "    default_backend be\n",
+    "    http-request set-var(txn.x) str(x),map({{ outputs['hosts.map'].path }})\n"
+    "    default_backend be\n",
+)
+
+
+def test_a_bad_object_stops_only_the_outputs_that_read_its_collection() -> None:
+    spec = make_spec(
+        watched=WATCHED,
+        cfg=CFG_READING_HOSTS,
+        maps={"hosts.map": {"template": HOSTS_MAP}, "static.map": {"template": "k v\n"}},
+    )
     result = ruled_render(spec, {"ingresses": [ingress("bad", "evil host")]})
     assert not result.ok
-    assert result.files.files == {} or len(result.files.files) == 0
-    assert result.outputs == {}
-    assert "E5003" in {d.rule_id for d in result.diagnostics}
+    states = {n: s.state for n, s in result.outputs.items()}
+    assert states == {"hosts.map": "blocked", "haproxy.cfg": "blocked", "static.map": "rendered"}
+    assert list(result.files.files) == ["maps/static.map"]  # nothing built from the object
+    [failure] = [d for d in result.diagnostics if d.rule_id == "E5003"]
+    blocked = {
+        d.template_location.template: d.message
+        for d in result.diagnostics
+        if d.rule_id == "E1008" and d.template_location
+    }
+    cause = f"root cause: E5003 {failure.message}"
+    assert blocked["hosts.map"].endswith(cause)
+    assert "ingresses rule dns-hosts on default/bad" in blocked["hosts.map"]
+    assert "depends on output 'hosts.map'" in blocked["haproxy.cfg"]
+    assert blocked["haproxy.cfg"].endswith(cause)
     assert result.inputs is not None  # deferred consumers still know what was read
     fine = ruled_render(spec, {"ingresses": [ingress("ok", "a.local")]})
-    assert fine.ok and "haproxy.cfg" in fine.outputs
+    assert fine.ok and {s.state for s in fine.outputs.values()} == {"rendered"}
+
+
+def test_an_unresolvable_use_of_resources_counts_as_reading_everything() -> None:
+    spec = make_spec(
+        watched={**WATCHED, "services": {"apiVersion": "v1", "kind": "Service"}},
+        maps={
+            "loop.map": {"template": "{% for c in resources %}{{ c }} x\n{% endfor %}"},
+            "svc.map": {"template": "{{ resources.services.list() | length }} x\n"},
+        },
+    )
+    result = ruled_render(spec, {"ingresses": [ingress("bad", "evil host")]})
+    states = {n: s.state for n, s in result.outputs.items()}
+    assert states == {"loop.map": "blocked", "svc.map": "rendered", "haproxy.cfg": "rendered"}
 
 
 @pytest.mark.parametrize("isolation", [Isolation.NEVER, Isolation.ALWAYS])
@@ -150,3 +189,76 @@ def test_unchanged_objects_are_not_judged_again() -> None:
     third = judge(store.snapshot().collection("ingresses").list())
     assert third.counters.evaluated == 1
     assert [d.object.name for d in third.diagnostics if d.object] == ["bad"]
+
+
+def test_inline_counters_and_time_of_one_render() -> None:
+    from rules_helpers import filled_store
+
+    from controller.render import Renderer
+    from controller.validation.report import RuleCounters
+    from controller.validation.rules import RuledRenderer
+
+    spec = make_spec(
+        watched=WATCHED,
+        cfg_rules=[
+            rule("listens", "self.content.contains('bind ')"),
+            rule("short", "self.lines.size() < 3", severity="warning"),
+            rule("never", "false", when="self.path == 'elsewhere'"),
+        ],
+    )
+    rr = RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
+    store = filled_store(spec, {"ingresses": [ingress("a", "a.local"), ingress("b", "b.local")]})
+    result, stats = rr.render_counted(store.snapshot())
+    assert result.ok
+    # one unit per rule: dns-hosts over both objects, and the three rules of haproxy.cfg
+    assert stats.counters == RuleCounters(evaluated=3, failed=1, skipped=1)
+    assert stats.seconds > 0 and stats.ms == round(stats.seconds * 1000, 3)
+
+
+def test_hostile_text_in_an_evaluated_message_is_escaped() -> None:
+    """An Ingress host carrying ESC sequences and a line break must reach terminals, logs
+    and CI annotations as inert, one-line text."""
+    spec = make_spec(
+        watched={
+            "ingresses": {
+                **INGRESSES,
+                "validate": {
+                    "rules": [
+                        rule(
+                            "no-spaces",
+                            "self.spec.rules.all(r, !r.host.contains(' '))",
+                            messageExpression="'bad host: ' + self.spec.rules[0].host",
+                        )
+                    ]
+                },
+            }
+        }
+    )
+    host = "a b\x1b[2J\x1b]0;owned\x07\n    lua-load /tmp/x.lua\u2028\x85"
+    rs = RuleSet.from_spec(spec)
+    [d] = check_objects(rs, {"ingresses": [ingress("evil\x1b[31m", host)]}).diagnostics
+    assert d.rule_id == "E5003"
+    assert d.message == (
+        "ingresses rule no-spaces on default/evil\\x1b[31m: bad host: a b\\x1b[2J\\x1b]0;owned"
+        "\\x07\\n    lua-load /tmp/x.lua\\u2028\\x85"
+    )
+    assert d.message.isprintable()
+
+
+def test_long_messages_are_capped_after_escaping() -> None:
+    text = "'\\x01\\x01x' + self.content + self.content + self.content"
+    spec = make_spec(cfg=MINIMAL_CFG * 2, cfg_rules=[rule("r", "false", messageExpression=text)])
+    [d] = [d for d in ruled_render(spec).diagnostics if d.rule_id == "E5003"]
+    shown = d.message.removeprefix("haproxy.cfg rule r: ")
+    assert shown.startswith("\\x01\\x01xglobal\\n    maxconn 100\\n")
+    assert len(shown) == 1024 + 1 and shown.endswith("…") and "\n" not in shown
+
+
+def test_lines_split_where_haproxy_splits_them() -> None:
+    """HAProxy ends a line at LF only; CR, form feed and U+2028 stay inside the line."""
+    from controller.validation.rules.judge import output_value
+
+    content = "a\rb\nc\x0cd\u2028e\n\nf"
+    assert output_value("x", "x", content)["lines"] == ["a\rb", "c\x0cd\u2028e", "", "f"]
+    assert output_value("x", "x", "one\n")["lines"] == ["one"]
+    assert output_value("x", "x", "")["lines"] == []

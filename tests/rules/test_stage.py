@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from rules_helpers import INGRESSES, filled_store, ingress, make_spec, rule
+from rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, ingress, make_spec, rule
 
 from controller.diagnostics import Phase
 from controller.render import Renderer
@@ -126,3 +126,43 @@ def test_ruleset_is_shared_between_render_and_stage() -> None:
     assert [r.name for r in rs.deferred] == ["r"]
     assert [r.name for r in rs.inline] == ["i"]
     assert Renderer(spec).graph.cycles == ()
+
+
+def test_a_collection_rule_reading_only_outputs_is_judged_for_every_new_object(
+    haproxy_bin: str,
+) -> None:
+    """Its objects are inputs even though the expression reads nothing but ``outputs``: a
+    violating new Ingress that leaves every rendered byte unchanged must not meet the cached
+    "valid" of the candidate before it."""
+    spec = make_spec(
+        watched={
+            "ingresses": {
+                **INGRESSES,
+                "validate": {
+                    "rules": [
+                        rule(
+                            "host-in-config",
+                            "self.spec.rules.all(r, "
+                            "outputs['haproxy.cfg'].content.contains(r.host))",
+                        )
+                    ]
+                },
+            }
+        },
+        cfg=MINIMAL_CFG + "# a.local\n",
+    )
+    assert RuleSet.from_spec(spec).reads_inputs()
+    pipeline = Pipeline.from_spec(spec, haproxy_binary=haproxy_bin)
+    first = validate(spec, haproxy_bin, {"ingresses": [ingress("a", "a.local")]}, pipeline)
+    assert first.valid
+    second = validate(
+        spec,
+        haproxy_bin,
+        {"ingresses": [ingress("a", "a.local"), ingress("b", "b.local")]},
+        pipeline,
+    )
+    assert first.metadata.checksum == second.metadata.checksum  # same bytes ...
+    assert not second.metadata.cache_hit  # ... but judged again
+    assert not second.valid
+    [d] = second.errors
+    assert d.rule_id == "E5003" and d.object is not None and d.object.name == "b"

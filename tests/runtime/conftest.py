@@ -77,6 +77,9 @@ async def running(haproxy_bin: str, site: Site, short_dir: Path) -> AsyncIterato
             work_dir=short_dir / "run",
             out=out,
             drift_interval=0.5,
+            # Deploy retries have their own test; here a refused reload must stay the last
+            # deploy while the test inspects it.
+            retry_initial=30.0,
             adapter_options={"debounce_ms": 30, "step_ms": 10},
         ),
         metrics=metrics,

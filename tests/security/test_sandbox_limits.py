@@ -15,6 +15,7 @@ import pytest
 from controller.render import FileSet
 from controller.validation import sandbox
 from controller.validation.sandbox import SandboxPolicy, isolation_for, run_sandboxed
+from controller.validation.sandbox.run import _cpu_count
 
 TOOLS = SandboxPolicy(exec_system=True)
 
@@ -146,7 +147,31 @@ async def test_process_limit_stops_fork_bombs() -> None:
 
 
 def test_default_bound_is_the_cpu_count() -> None:
-    assert sandbox.max_concurrency() == len(os.sched_getaffinity(0))
+    # The bound honours a cgroup CPU quota, so it may be below the affinity on a limited pod.
+    assert sandbox.max_concurrency() == _cpu_count()
+    assert 1 <= sandbox.max_concurrency() <= len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(
+    ("files", "cap"),
+    [
+        ({"cpu.max": "50000 100000\n"}, 1),  # half a CPU still gets one slot
+        ({"cpu.max": "150000 100000\n"}, 2),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu.max": "garbage\n"}, None),
+        ({}, None),
+    ],
+)
+def test_cpu_count_is_capped_by_the_cgroup_quota(
+    tmp_path: Path, files: dict[str, str], cap: int | None
+) -> None:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    cpus = len(os.sched_getaffinity(0))
+    assert _cpu_count(str(tmp_path)) == (cpus if cap is None else min(cpus, cap))
 
 
 async def test_concurrency_never_exceeds_the_bound() -> None:

@@ -19,6 +19,7 @@ from controller.spec.models import (
     ExternalValidator,
     LabelSelectorRequirement,
     LastValidated,
+    ReconcileSettings,
     ValidationRule,
     format_duration,
     parse_duration,
@@ -164,6 +165,13 @@ PARITY_CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (LabelSelectorRequirement, {"key": "k", "operator": "Exists"}),
     (LabelSelectorRequirement, {"key": "k", "operator": "Exists", "values": None}),
     (LabelSelectorRequirement, {"key": "k", "operator": "DoesNotExist", "values": ["a"]}),
+    (ReconcileSettings, {}),
+    (ReconcileSettings, {"minInterval": "10ms", "resyncInterval": "1s", "debounce": "0s"}),
+    (ReconcileSettings, {"minInterval": "0s"}),
+    (ReconcileSettings, {"minInterval": "9ms"}),
+    (ReconcileSettings, {"resyncInterval": "0s"}),
+    (ReconcileSettings, {"resyncInterval": "999ms"}),
+    (ReconcileSettings, {"resyncInterval": "1m30s", "minInterval": "1.5s"}),
 ]
 
 

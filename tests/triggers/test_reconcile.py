@@ -1,144 +1,27 @@
 """The reconcile trigger's scheduling and its one rule: only a valid verdict deploys.
 
-These tests use the real store and the real ``Pipeline`` class (with no stages, so a verdict
-takes microseconds and timing is the scheduler's alone). The renderer is a small stand-in
-that lists the snapshot's objects, and the target records what it was handed; both sit
-exactly at the protocol boundary the trigger talks to. Real HAProxy runs are covered in
-``tests/runtime``.
+These tests use the real store and the real ``Pipeline`` class; the renderer and the target
+are the stand-ins of ``trigger_kit``. Real HAProxy runs are covered in ``tests/runtime``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
-from dataclasses import dataclass, field
 
 import pytest
+from pydantic import ValidationError
+from trigger_kit import factory, ingress, spec
 
-from controller.deploy.target import DeployOutcome, DeployResult
 from controller.diagnostics import Phase, make
-from controller.observability.metrics import Metrics
-from controller.publish import Event, EventKind, Publisher
+from controller.publish import Event, EventKind
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.resources import Store, StoreView
-from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
-from controller.triggers.reconcile import Engine, ReconcileTrigger
-from controller.validation import Pipeline, ValidatedFileSet
-
-WATCHED = {"ingresses": WatchedResource(api_version="networking.k8s.io/v1", kind="Ingress")}
-
-
-def spec(
-    debounce: str = "50ms", min_interval: str = "200ms", resync: str = "300s", tag: str = "v1"
-):
-    return HAProxyTemplateConfigSpec.model_validate(
-        {
-            "watchedResources": {
-                "ingresses": {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"}
-            },
-            "haproxyConfig": {"template": tag},
-            "reconcile": {
-                "debounce": debounce,
-                "minInterval": min_interval,
-                "resyncInterval": resync,
-            },
-        }
-    )
-
-
-def ingress(name: str, **labels: str) -> dict[str, object]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-    }
-
-
-class ListingRenderer:
-    """Renders ``<tag>: name=generation ...``; an object labelled bad=yes fails the render."""
-
-    def __init__(self, s: HAProxyTemplateConfigSpec) -> None:
-        self.tag = s.haproxy_config.template
-        self.calls = 0
-
-    def render(self, view: StoreView) -> RenderResult:
-        self.calls += 1
-        objs = view.collection("ingresses").list()
-        names = [f"{o['metadata']['name']}={o['metadata']['labels'].get('gen', '0')}" for o in objs]
-        diags = tuple(
-            make("E1004", Phase.RENDER, f"bad object {o['metadata']['name']}")
-            for o in objs
-            if o["metadata"]["labels"].get("bad") == "yes"
-        )
-        text = f"{self.tag}: {' '.join(names)}\n".encode()
-        return RenderResult(
-            FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, text)]), diagnostics=diags
-        )
-
-
-@dataclass
-class RecordingTarget:
-    name: str = "rec"
-    deployed: list[str] = field(default_factory=list)
-    checksum: str | None = None
-
-    async def deploy(self, validated: ValidatedFileSet) -> DeployResult:
-        assert isinstance(validated, ValidatedFileSet)
-        if validated.checksum == self.checksum:
-            return DeployResult(
-                self.name, DeployOutcome.UNCHANGED, validated.checksum, self.checksum
-            )
-        self.checksum = validated.checksum
-        self.deployed.append(validated.files.main.content.decode().strip())
-        return DeployResult(
-            self.name, DeployOutcome.DEPLOYED, validated.checksum, self.checksum, reloaded=True
-        )
-
-    async def check_drift(self) -> DeployResult | None:
-        return None
-
-    @property
-    def last(self) -> str:
-        return self.deployed[-1]
-
-
-def factory(s: HAProxyTemplateConfigSpec) -> Engine:
-    return Engine(s, ListingRenderer(s), Pipeline([], haproxy_version=None, cache=None))
-
-
-@pytest.fixture
-def store() -> Store:
-    return Store(WATCHED)
-
-
-@pytest.fixture
-def events() -> list[Event]:
-    return []
-
-
-@pytest.fixture
-async def make_trigger(store: Store, events: list[Event]):
-    made: list[ReconcileTrigger] = []
-
-    async def make(s: HAProxyTemplateConfigSpec | None = None, engine_factory=factory):
-        target = RecordingTarget()
-        trig = ReconcileTrigger(
-            store,
-            [target],
-            Publisher(metrics=Metrics(), sinks=[events.append]),
-            engine_factory,
-            metrics=Metrics(),
-            drift_interval=None,
-        )
-        store.subscribe(trig)
-        await trig.start(s or spec())
-        made.append(trig)
-        return trig, target
-
-    yield make
-    for t in made:
-        await t.stop()
+from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
+from controller.triggers.reconcile import Engine
+from controller.validation import Pipeline
 
 
 async def test_startup_renders_everything_loaded_before_it(make_trigger, store: Store) -> None:
@@ -147,6 +30,7 @@ async def test_startup_renders_everything_loaded_before_it(make_trigger, store: 
     trig, target = await make_trigger()
     assert target.deployed == ["v1: i0=0 i1=0 i2=0 i3=0 i4=0"]
     assert trig.runs == 1
+    assert trig.metrics.sample("htc_reconcile_runs_total", {"trigger": "startup"}) == 1
 
 
 async def test_a_burst_collapses_and_converges_on_the_final_state(
@@ -231,11 +115,30 @@ async def test_delete_takes_the_same_path(make_trigger, store: Store) -> None:
 
 
 async def test_resync_runs_without_changes(make_trigger) -> None:
-    trig, target = await make_trigger(spec(resync="150ms", min_interval="10ms"))
+    trig, target = await make_trigger(spec(resync="1s", min_interval="10ms"))
     runs0 = trig.runs
-    await asyncio.sleep(0.5)
-    assert trig.runs - runs0 >= 2
+    await asyncio.sleep(1.3)
+    assert trig.runs - runs0 == 1
     assert len(target.deployed) == 1  # identical output is not redeployed
+    assert trig.metrics.sample("htc_reconcile_runs_total", {"trigger": "resync"}) == 1
+
+
+async def test_resync_zero_disables_it(make_trigger) -> None:
+    """0s means "no resync", not "resync continuously" (which rendered as fast as minInterval
+    allowed: the audit counted thousands of runs a second)."""
+    trig, _target = await make_trigger(spec(resync="0s", min_interval="10ms"))
+    runs0 = trig.runs
+    await asyncio.sleep(0.3)
+    assert trig.runs == runs0
+    await trig.wait_idle(timeout=1)
+
+
+def test_durations_that_would_spin_the_loop_are_refused() -> None:
+    for reconcile in ({"minInterval": "0s"}, {"minInterval": "5ms"}, {"resyncInterval": "1ms"}):
+        with pytest.raises(ValidationError, match="at least"):
+            ReconcileSettings.model_validate_json(json.dumps(reconcile))
+    ok = ReconcileSettings.model_validate_json('{"minInterval": "10ms", "debounce": "0s"}')
+    assert ok.min_interval == 0.01 and ok.debounce == 0
 
 
 async def test_a_spec_that_cannot_be_built_is_rejected(make_trigger, events: list[Event]) -> None:
@@ -283,13 +186,15 @@ async def test_a_spec_that_renders_invalid_is_rejected(make_trigger, store: Stor
     assert ok.accepted
     await trig.wait_idle()
     assert target.last == "v3: a=0 b=0"
+    # Both candidates rendered and validated: each is a run of trigger "config".
+    assert trig.metrics.sample("htc_reconcile_runs_total", {"trigger": "config"}) == 2
 
 
 async def test_success_cannot_be_published_without_a_validated_set() -> None:
     files = FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, b"x")])
     with pytest.raises(TypeError):
         Event.deployed("change", files, [])  # type: ignore[arg-type]
-    verdict = await Pipeline([], haproxy_version=None, cache=None).check(
+    verdict = await Pipeline([], haproxy_version=None, cache=None, allow_partial=True).check(
         RenderResult(files, diagnostics=(make("E1001", Phase.RENDER, "broken"),))
     )
     assert verdict.validated is None

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from controller.render import FileSet
 from controller.spec.models import ExternalValidator
-from controller.validation.external.contract import ContractError, manifest, parse_findings
+from controller.validation.external.contract import ContractError, manifest, parse_answer
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.haproxy.redact import Redactor
 from controller.validation.sandbox import (
@@ -80,7 +80,8 @@ async def run_command(
     verdict = Verdict.PASS if res.returncode == 0 else Verdict.REJECT
     out = RunOutcome(verdict, f"exit status {res.returncode}", workdir=res.workdir_name)
     try:
-        out.findings = parse_findings(res.stdout)
+        answer = parse_answer(res.stdout)
+        out.findings, out.dropped = answer.findings, answer.dropped
     except ContractError as exc:
         out.garbage = str(exc)
     if verdict is Verdict.REJECT and not out.findings:

@@ -16,7 +16,15 @@ from typing import Any
 
 from controller.render import FileSet
 
-__all__ = ["ContractError", "Finding", "manifest", "parse_findings", "payload"]
+__all__ = [
+    "Answer",
+    "ContractError",
+    "Finding",
+    "manifest",
+    "parse_answer",
+    "parse_findings",
+    "payload",
+]
 
 CONTRACT_VERSION = 1
 MAX_FINDINGS = 1000
@@ -69,10 +77,24 @@ def payload(files: FileSet) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    findings: list[Finding]
+    dropped: int = 0
+    """Findings beyond :data:`MAX_FINDINGS`, neither read nor checked; the report says how
+    many, so a validator's flood is visible instead of silently cut."""
+
+
 def parse_findings(text: str) -> list[Finding]:
-    """Findings of an answer; empty text means none. Raises :class:`ContractError`."""
+    """Findings of an answer (at most :data:`MAX_FINDINGS`). Raises :class:`ContractError`."""
+    return parse_answer(text).findings
+
+
+def parse_answer(text: str) -> Answer:
+    """Findings of an answer and how many were over the cap; empty text means none.
+    Raises :class:`ContractError`."""
     if not text.strip():
-        return []
+        return Answer([])
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -84,10 +106,8 @@ def parse_findings(text: str) -> list[Finding]:
     items = doc.get("diagnostics", [])
     if not isinstance(items, list):
         raise ContractError('"diagnostics" must be a list')
-    findings = []
-    for i, item in enumerate(items[:MAX_FINDINGS]):
-        findings.append(_finding(i, item))
-    return findings
+    findings = [_finding(i, item) for i, item in enumerate(items[:MAX_FINDINGS])]
+    return Answer(findings, max(0, len(items) - MAX_FINDINGS))
 
 
 def _finding(i: int, item: object) -> Finding:

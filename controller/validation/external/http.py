@@ -14,7 +14,7 @@ import aiohttp
 
 from controller.render import FileSet
 from controller.spec.models import ExternalValidator
-from controller.validation.external.contract import ContractError, parse_findings, payload
+from controller.validation.external.contract import ContractError, parse_answer, payload
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.haproxy.redact import Redactor
 
@@ -61,7 +61,8 @@ async def run_http(validator: ExternalValidator, files: FileSet) -> RunOutcome:
     else:
         return RunOutcome(Verdict.FAILURE, f"HTTP {status}: {redact(text.strip()[:_TAIL])}")
     try:
-        out.findings = parse_findings(text)
+        answer = parse_answer(text)
+        out.findings, out.dropped = answer.findings, answer.dropped
     except ContractError as exc:
         if out.verdict is Verdict.PASS:
             out.garbage = str(exc)

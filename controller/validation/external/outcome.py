@@ -25,6 +25,8 @@ class RunOutcome:
     detail: str = ""
     """Exit status, HTTP status, error text — already redacted."""
     findings: list[Finding] = field(default_factory=list)
+    dropped: int = 0
+    """Findings over the contract's cap that were not read."""
     garbage: str | None = None
     """Why the answer broke the contract, when it did."""
     workdir: str | None = None

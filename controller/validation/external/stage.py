@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import SourceMap
 from controller.spec.models import ExternalValidator, FailurePolicy
-from controller.validation.external.command import run_command
-from controller.validation.external.contract import Finding
+from controller.validation.external.command import VALIDATOR_POLICY, run_command
+from controller.validation.external.contract import MAX_FINDINGS, Finding
 from controller.validation.external.http import run_http
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.haproxy.redact import Redactor
-from controller.validation.sandbox import SandboxPolicy
+from controller.validation.sandbox import SandboxPolicy, isolation_for
 from controller.validation.stage import StageContext, StageOutcome
 
 __all__ = ["ExternalStage"]
@@ -47,6 +47,11 @@ class ExternalStage:
         text = json.dumps(doc, sort_keys=True)
         extra = self.sandbox.fingerprint() if self.sandbox else ""
         return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
+
+    def warm_up(self) -> None:
+        """Probe the sandbox's isolation for command validators before the first candidate."""
+        if any(v.type == "command" for v in self.validators):
+            isolation_for(self.sandbox or VALIDATOR_POLICY)
 
     async def run(self, ctx: StageContext) -> StageOutcome:
         if not self.validators:
@@ -87,6 +92,15 @@ def _diagnostics(v: ExternalValidator, out: RunOutcome, ctx: StageContext) -> li
         return diags
     for f in out.findings:
         diags.append(_finding(v, f, out.verdict, redact, ctx.render.source_map))
+    if out.dropped:
+        diags.append(
+            make(
+                "I6009",
+                Phase.EXTERNAL,
+                f"[{v.name}] reported {len(out.findings) + out.dropped} findings; only the first "
+                f"{MAX_FINDINGS} are read, {out.dropped} were dropped",
+            )
+        )
     if out.garbage is not None:
         failure("E6007", f"unreadable output: {out.garbage}")
     if out.verdict is Verdict.REJECT and not any(d.rule_id == "E6002" for d in diags):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from controller.diagnostics import Diagnostic, Phase, Severity
+from controller.validation.formats.text import printable
 from controller.validation.report import ValidationReport
 
 __all__ = ["format_junit"]
@@ -26,7 +27,8 @@ def _line(d: Diagnostic) -> str:
     if d.template_location is not None:
         t = d.template_location
         text += f" (template {t.template}" + (f":{t.line})" if t.line else ")")
-    return text
+    # XML 1.0 cannot carry most control characters at all, and CI pages show them raw.
+    return printable(text)
 
 
 def _phases(report: ValidationReport) -> list[Phase]:
@@ -72,13 +74,13 @@ def format_junit(report: ValidationReport) -> str:
                 case,
                 "failure",
                 type=first.rule_id,
-                message=f"{len(bad)} error(s); first: {first.rule_id} {first.message}",
+                message=printable(f"{len(bad)} error(s); first: {first.rule_id} {first.message}"),
             )
             el.text = "\n".join(_line(d) for d in bad)
         elif phase in skipped:
             totals["skipped"] += 1
             reason = next((d.message for d in diags if d.rule_id == "I0003"), "not run")
-            ET.SubElement(case, "skipped", message=reason)
+            ET.SubElement(case, "skipped", message=printable(reason))
         rest = [d for d in diags if d.severity.rank > Severity.ERROR.rank and d.rule_id != "I0003"]
         if rest:
             ET.SubElement(case, "system-out").text = "\n".join(_line(d) for d in rest)

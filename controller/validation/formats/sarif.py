@@ -27,7 +27,6 @@ SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
 TOOL_NAME = "haproxy-template-controller"
-TOOL_URI = "https://haproxy-template.dev/"
 
 INTERNAL_ERROR = "F0001"
 
@@ -48,15 +47,21 @@ def _uri(path: str) -> str:
 
 def _descriptor(rid: str) -> dict[str, Any]:
     r = RULES[rid]
-    return {
+    out: dict[str, Any] = {
         "id": r.id,
         "name": r.title,
         "shortDescription": {"text": r.title},
         "fullDescription": {"text": r.description},
         "help": {"text": r.fix},
-        "helpUri": r.documentation_url,
         "defaultConfiguration": {"level": _LEVEL[r.severity]},
     }
+    if "://" in r.documentation_url:
+        out["helpUri"] = r.documentation_url
+    else:
+        # helpUri must be an absolute URI; the rule pages live in the repository, so the
+        # link goes where a viewer renders it relative to the checkout: the Markdown help.
+        out["help"]["markdown"] = f"{r.fix} ([{r.id}]({r.documentation_url}))"
+    return out
 
 
 def _rendered(loc: Location) -> dict[str, Any]:
@@ -141,15 +146,16 @@ def sarif_log(report: ValidationReport) -> dict[str, Any]:
                     "driver": {
                         "name": TOOL_NAME,
                         "version": __version__,
-                        "informationUri": TOOL_URI,
                         "rules": [_descriptor(rid) for rid in _RULE_IDS],
                     }
                 },
                 "invocations": [
                     {
-                        # The analysis finished unless a budget ran out or we crashed.
+                        # The analysis finished unless a budget ran out, we crashed, or the
+                        # inputs could not be read (a report that names no stage at all).
                         "executionSuccessful": report.status is not ReportStatus.ANALYSIS_INCOMPLETE
-                        and INTERNAL_ERROR not in {d.rule_id for d in report.diagnostics},
+                        and INTERNAL_ERROR not in {d.rule_id for d in report.diagnostics}
+                        and bool(m.stages_run or m.stages_skipped),
                     }
                 ],
                 "results": [_result(d) for d in report.diagnostics],

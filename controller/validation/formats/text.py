@@ -22,20 +22,48 @@ def _source_line(render: RenderResult | None, path: str, line: int) -> str | Non
     entry = render.files.get(path)
     if entry is None or entry.kind is FileKind.CERT:
         return None
-    lines = entry.content.decode("utf-8", errors="replace").splitlines()
+    # One character per byte that is not UTF-8, as the parser counts columns.
+    # Lines end at "\n" only, as HAProxy reads them (a form feed or a lone "\r" does not end
+    # one), and a byte that is not UTF-8 stays one character, as the parser counts columns.
+    lines = entry.content.decode("utf-8", "surrogateescape").split("\n")
     if not 1 <= line <= len(lines):
         return None
-    return lines[line - 1]
+    text = lines[line - 1]
+    return text[:-1] if text.endswith("\r") else text
+
+
+def _shown(c: str) -> str:
+    """How one character is printed: terminal controls (C0 but tab, DEL, C1) and bytes that
+    were not UTF-8 as ``\\xNN``, so a configuration can neither move the cursor, retitle
+    the window nor recolour the terminal of whoever reads the report."""
+    code = ord(c)
+    if (code < 0x20 and c != "\t") or 0x7F <= code <= 0x9F:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    return c
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal (see :func:`_shown`)."""
+    if text.isprintable():
+        return text
+    return "".join(_shown(c) for c in text)
 
 
 def _caret(text: str, column: int, end_column: int | None) -> str:
-    """Carets under columns ``column..end_column`` (1-based, inclusive); tabs kept so the
-    carets line up with the text above them in any terminal."""
+    """Carets under columns ``column..end_column`` (1-based, inclusive) of ``text`` as
+    :func:`printable` shows it: tabs kept so the carets line up in any terminal, and as many
+    carets or blanks per character as it is wide once escaped."""
     start = max(column, 1)
     end = max(end_column or start, start)
     end = min(end, max(len(text), start))
-    pad = "".join("\t" if c == "\t" else " " for c in text[: start - 1])
-    return pad + "^" * (end - start + 1)
+    pad = "".join("\t" if c == "\t" else " " * len(_shown(c)) for c in text[: start - 1])
+    span = text[start - 1 : end]
+    width = sum(len(_shown(c)) for c in span) + (end - start + 1 - len(span))
+    return pad + "^" * width
 
 
 def _where(d: Diagnostic) -> str:
@@ -58,28 +86,30 @@ def _label(d: Diagnostic) -> str:
 
 
 def _diagnostic(d: Diagnostic, render: RenderResult | None) -> list[str]:
-    out = [f"{_where(d)}{_label(d)} {d.rule_id} [{d.phase.value}] {d.message}"]
+    # Messages quote configuration words and HAProxy's output; template and object names come
+    # from resources: none of it may reach the terminal as control characters.
+    out = [printable(f"{_where(d)}{_label(d)} {d.rule_id} [{d.phase.value}] {d.message}")]
     loc = d.location
     if loc is not None and loc.line is not None:
         text = _source_line(render, loc.file, loc.line)
         if text is not None:
-            if len(text) > _MAX_LINE:
-                text = text[:_MAX_LINE] + "…"
+            more = "…" if len(text) > _MAX_LINE else ""
+            text = text[:_MAX_LINE]
             gutter = f"{loc.line:>5} | "
-            out.append(gutter + text)
+            out.append(gutter + printable(text) + more)
             if loc.column is not None:
                 out.append(
                     " " * (len(gutter) - 2) + "| " + _caret(text, loc.column, loc.end_column)
                 )
     if d.template_location is not None:
         t = d.template_location
-        out.append(f"      template: {t.template}" + (f":{t.line}" if t.line else ""))
+        out.append(printable(f"      template: {t.template}" + (f":{t.line}" if t.line else "")))
     if d.object is not None:
         o = d.object
         name = "/".join(p for p in (o.namespace, o.name) if p)
-        out.append(f"      object: {o.kind or '?'} {name}".rstrip())
+        out.append(printable(f"      object: {o.kind or '?'} {name}".rstrip()))
     if d.suggested_fix:
-        out.append(f"      fix: {d.suggested_fix}")
+        out.append(printable(f"      fix: {d.suggested_fix}"))
     return out
 
 
@@ -127,5 +157,5 @@ def format_text(report: ValidationReport, render: RenderResult | None = None) ->
     for b in report.metadata.budget_exhaustions:
         used = f", used {b.used:g}" if b.used is not None else ""
         out.append(f"budget exhausted: {b.phase.value} {b.budget} (limit {b.limit:g}{used})")
-    out.append(_summary(report))
+    out.append(printable(_summary(report)))
     return "\n".join(out) + "\n"

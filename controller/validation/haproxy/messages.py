@@ -1,8 +1,9 @@
 """Turn what ``haproxy -c`` prints into messages with a level and a rendered location.
 
 HAProxy 2.6 and 2.8 print one message per line, ``[LEVEL]   (pid) : context : text``, where
-the text often starts with ``parsing [file:line] :`` (the parser found it) or ``[file:line] :``
-(a later check found it), and post-parse checks name a location inline, ``'f' (file:line)``.
+the text often starts with ``parsing [file:line] :`` (the parser found it; some parsers write
+``Parsing``) or ``[file:line] :`` (a later check found it), and post-parse checks name a
+location inline, ``'f' (file:line)`` or ``(declared at file:line)``.
 Long messages continue on lines starting with ``   |``. Older releases put a date before the
 pid; both forms are accepted. A few lines carry no level at all (``Configuration file is
 valid``, ``Warnings were found.``). Anything else — a Lua ``print``, a library complaining —
@@ -32,10 +33,17 @@ _HEAD = re.compile(
     r"^\[(?P<level>ALERT|WARNING|NOTICE|DIAG)\]\s+(?:\d+/\d+\s+)?\(\d+\)\s*:\s?(?P<rest>.*)$"
 )
 _CONTEXT = re.compile(r"^(?P<ctx>[a-z][\w.-]*) : (?P<rest>.*)$")
-# Some messages omit the space before the colon: "parsing [haproxy.cfg:12]: ...".
-_PARSING = re.compile(r"^parsing \[(?P<file>[^\]\n]+):(?P<line>\d+)\] ?: ?(?P<rest>.*)$")
+# Some messages omit the space before the colon ("parsing [haproxy.cfg:12]: ..."), and some
+# parsers capitalise the word ("Parsing [haproxy.cfg:12]: backend 'be' has the same name ...").
+_PARSING = re.compile(
+    r"^parsing \[(?P<file>[^\]\n]+):(?P<line>\d+)\] ?: ?(?P<rest>.*)$", re.IGNORECASE
+)
 _BRACKET = re.compile(r"^\[(?P<file>[^\]\n]+):(?P<line>\d+)\] ?: ?(?P<rest>.*)$")
 _INLINE = re.compile(r"\((?P<file>[^()\s:]+):(?P<line>\d+)\)")
+# Post-parse checks that name the line of a rule: "... ignored on HTTP proxies (declared at
+# haproxy.cfg:10)." After a "parsing [...]" prefix the same words name the *other* definition
+# of a duplicate, so they only count when nothing else gave a location.
+_DECLARED = re.compile(r"\bdeclared at (?P<file>[^()\s]+):(?P<line>\d+)\b", re.IGNORECASE)
 _CONTINUATION = re.compile(r"^\s+\| ?(?P<text>.*)$")
 _NULLS = re.compile(r"^(?:\(null\))+")
 """HAProxy prints ``(null)`` for messages it could not format, typically out of memory."""
@@ -107,7 +115,7 @@ def _message(level: Level, rest: str) -> Message:
         msg.file, msg.line = bracket.group("file"), int(bracket.group("line"))
         msg.text = bracket.group("rest").strip()
         return msg
-    inline = _INLINE.search(msg.text)
+    inline = _INLINE.search(msg.text) or _DECLARED.search(msg.text)
     if inline:
         msg.file, msg.line = inline.group("file"), int(inline.group("line"))
     return msg

@@ -23,6 +23,7 @@ from controller.validation.haproxy.binary import HaproxyBinary
 from controller.validation.haproxy.locate import locate
 from controller.validation.haproxy.messages import Level, Message, parse_output
 from controller.validation.haproxy.redact import Redactor
+from controller.validation.haproxy.sandboxed import sandbox_note
 from controller.validation.report import BudgetExhaustion
 from controller.validation.sandbox import (
     SANDBOX_DIR,
@@ -73,6 +74,11 @@ class HaproxyStage:
             f"haproxy={self.binary.fingerprint()};timeout={self.timeout:g};"
             f"flags={' '.join(self.flags)};sandbox={self.policy.fingerprint()}"
         )
+
+    def warm_up(self) -> None:
+        """Probe the sandbox's isolation now: the probe spawns trial processes, which the
+        first candidate would otherwise wait for."""
+        isolation_for(self.policy)
 
     def argv(self) -> list[str]:
         return [self.binary.path, "-c", "-C", SANDBOX_DIR, "-f", MAIN_CONFIG, *self.flags]
@@ -161,6 +167,14 @@ def interpret(
             continue
         if msg.level is Level.NOTICE and msg.text.startswith(_NOISE):
             continue
+        if msg.level is Level.WARNING or (msg.level is Level.ALERT and passed):
+            note = sandbox_note(msg.text, config)
+            if note is not None:
+                if msg.file is None and note.line is not None:
+                    msg.file, msg.line = MAIN_CONFIG, note.line
+                msg.continuation.append(f"({note.reason})")
+                diagnostics.append(_diag("I4014", msg, redact, source_map))
+                continue
         if msg.file is None and config and msg.level is not Level.NOTICE:
             line = locate(msg.text, config)
             if line is not None:

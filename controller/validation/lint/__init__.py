@@ -2,8 +2,9 @@
 
 :func:`lint_spec` builds the renderer and the rule set exactly as a run would (so lint and
 reconcile can never disagree about a template or a rule) and adds the static checks of
-``templates.py`` and ``embedded.py``. The reconcile loop and admission call it on every new
-HAProxyTemplateConfig and refuse one with errors; :func:`lint_report` turns the findings into
+``templates.py`` and ``embedded.py``. The reconcile loop calls it on every new
+HAProxyTemplateConfig and refuses one with errors (the admission webhook, a later issue, is
+meant to do the same); :func:`lint_report` turns the findings into
 the same :class:`ValidationReport` that ``htc validate`` prints, in any of its formats.
 """
 
@@ -18,6 +19,7 @@ from controller.render import Renderer
 from controller.spec.models import HAProxyTemplateConfigSpec, ValidateBlock
 from controller.validation.finalize import finalize
 from controller.validation.lint.embedded import assertion_problems, lint_tests
+from controller.validation.lint.locations import in_config
 from controller.validation.lint.templates import (
     constant_whens,
     denied_literals,
@@ -88,16 +90,25 @@ def _deferred_advice(ruleset: RuleSet, locate: Locator | None) -> list[Diagnosti
             make(
                 "I8052",
                 Phase.LINT,
-                f"{owner.label} has {len(rules)} deferred rule(s) ({listed}); they run after "
-                "every output rendered and haproxy -c passed, so they do not fail fast",
+                f"deferred-validation-not-fail-fast: {owner.label} has {len(rules)} deferred "
+                f"rule(s) ({listed}); they run after every output rendered and haproxy -c "
+                "passed, so they do not fail fast",
                 location=locate((*owner.spec_path, "validate")) if locate else None,
             )
         )
     return out
 
 
-def lint_spec(spec: HAProxyTemplateConfigSpec, *, locate: Locator | None = None) -> LintResult:
-    """All static findings for ``spec``. Never raises."""
+def lint_spec(
+    spec: HAProxyTemplateConfigSpec,
+    *,
+    locate: Locator | None = None,
+    source: str | None = None,
+) -> LintResult:
+    """All static findings for ``spec``. Never raises.
+
+    With ``locate`` (and the config file's text as ``source``), findings about templates
+    point at the config file's lines (see ``locations.py``)."""
     started = time.perf_counter()
     renderer = Renderer(spec)
     ruleset = RuleSet.from_spec(spec, locate)
@@ -112,6 +123,9 @@ def lint_spec(spec: HAProxyTemplateConfigSpec, *, locate: Locator | None = None)
         *_deferred_advice(ruleset, locate),
         *lint_tests(spec.tests, spec.watched_resources, renderer.outputs, locate),
     ]
+    if locate is not None:
+        lines = source.split("\n") if source is not None else None
+        found = in_config(found, renderer, locate, lines)
     return LintResult(tuple(found), renderer, ruleset, (time.perf_counter() - started) * 1000)
 
 

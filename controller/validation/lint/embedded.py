@@ -1,7 +1,8 @@
 """Static checks of ``spec.tests``: what would make a test meaningless before it runs.
 
 These are warnings, not errors: a broken test must not stop a working configuration from
-deploying when lint runs in reconcile or admission. ``htc test`` fails such a test anyway.
+deploying when lint runs in reconcile (and, later, in admission). ``htc test`` fails such a
+test anyway.
 """
 
 from __future__ import annotations

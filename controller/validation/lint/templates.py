@@ -16,15 +16,25 @@ from jinja2.parser import Parser
 
 from controller.diagnostics import Diagnostic, Location, Phase, TemplateLocation, make
 from controller.render import MAIN_CONFIG, Renderer
-from controller.validation.syntax.policy import DENIED_DIRECTIVES
+from controller.validation.syntax.policy import DENIED_DIRECTIVES, ENV_EXPANSION
 
-__all__ = ["constant_whens", "denied_literals", "dynamic_references", "unused_snippets"]
+__all__ = [
+    "constant_whens",
+    "denied_literals",
+    "dynamic_references",
+    "literal_text",
+    "unused_snippets",
+]
 
 _SECTION_DENIALS = frozenset(n for n, d in DENIED_DIRECTIVES.items() if d.where == "section")
 _KEYWORDS = frozenset(
     n for n, d in DENIED_DIRECTIVES.items() if d.where.startswith("keyword") and n != "program"
 )
 _LEADING = re.compile(r"^[ \t]*([A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]+([A-Za-z0-9_.-]+))?")
+_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
+_ENV_NAME = re.compile(r"\{?[A-Za-z_]")
+"""What makes ``$`` in double quotes a variable reference (``${.LINE}`` and friends are
+HAProxy's own pseudo-variables, not the environment)."""
 
 
 def unused_snippets(renderer: Renderer) -> list[Diagnostic]:
@@ -77,27 +87,73 @@ def _denial(line: str) -> str | None:
     return None
 
 
-def denied_literals(renderer: Renderer, allow: Collection[str]) -> list[Diagnostic]:
-    """Lines whose literal text starts with a denied directive (not produced by ``{{ }}``).
+def literal_text(source: str) -> str:
+    """``source`` with its Jinja tags taken out, line numbers kept.
 
-    A line counts when the directive keyword is its first word and no Jinja delimiter comes
-    before it; the syntax stage remains the authority on the rendered text.
+    Statements and comments (``{% %}``, ``{# #}``) produce no text, so what follows them is
+    where the line's literal text starts: ``{% if tls %}lua-load x{% endif %}`` writes a
+    directive. An expression (``{{ }}``) becomes a NUL: its value is unknown here, and the
+    NUL keeps literal text after it from counting as the line's first word.
+    """
+
+    def blank(m: re.Match[str]) -> str:
+        text = m.group()
+        return "\n" * text.count("\n") + ("\0" if text.startswith("{{") else "")
+
+    return _TAG.sub(blank, source)
+
+
+def _expands_env(line: str) -> bool:
+    """Does the literal line hold ``$NAME`` / ``${NAME}`` inside double quotes (before any
+    comment)? HAProxy expands variables only there; ``\\$`` is a literal dollar."""
+    quote: str | None = None
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote is None:
+            if c == "#":
+                return False
+            if c in "\"'":
+                quote = c
+        elif c == quote:
+            quote = None
+        elif quote == '"' and c == "$" and _ENV_NAME.match(line, i + 1):
+            return True
+        i += 1
+    return False
+
+
+def denied_literals(renderer: Renderer, allow: Collection[str]) -> list[Diagnostic]:
+    """Lines whose literal text starts with a denied directive, or expands an environment
+    variable, as written in the template (not produced by ``{{ }}``).
+
+    A directive counts when its keyword is the first word of the line's literal text (see
+    :func:`literal_text`); the syntax stage remains the authority on the rendered text.
     """
     out: list[Diagnostic] = []
     for name, source, path in _templates(renderer):
-        for n, line in enumerate(source.splitlines(), start=1):
+        for n, line in enumerate(literal_text(source).split("\n"), start=1):
             found = _denial(line)
+            if found is not None and "#" in line[: line.find(found)]:
+                found = None
+            if found is None and _expands_env(line):
+                found = ENV_EXPANSION
             if found is None or found in allow:
                 continue
-            prefix = line[: line.find(found)]
-            if "{" in prefix or "#" in prefix:
-                continue
             denial = DENIED_DIRECTIVES[found]
+            what = (
+                "an environment variable in double quotes"
+                if found == ENV_EXPANSION
+                else repr(found)
+            )
             out.append(
                 make(
                     "W8051",
                     Phase.LINT,
-                    f"{name} line {n} writes {found!r}, which the directive policy denies "
+                    f"{name} line {n} writes {what}, which the directive policy denies "
                     f"({denial.rule_id}: it {denial.danger}); allow it with "
                     f"validation.policy.allowDirectives: [{found}]",
                     location=Location(file=path) if path else None,

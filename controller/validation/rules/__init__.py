@@ -2,7 +2,8 @@
 
 * :class:`RuleSet` — a spec's rules, compiled and classified inline/deferred once per spec;
 * :class:`RuledRenderer` — render with inline rules (objects before, outputs right after);
-* :func:`check_objects` — inline rules of watched objects alone (admission);
+* :func:`check_objects` — inline rules of watched objects alone (for the admission webhook,
+  a later issue; today every render calls it first);
 * :class:`RulesStage` — the pipeline stage running deferred rules after ``haproxy -c``.
 
 ``docs/rules.md`` is the author's guide.
@@ -11,12 +12,17 @@
 from __future__ import annotations
 
 from controller.spec.models import HAProxyTemplateConfigSpec
-from controller.validation.rules.budget import DEFAULT_TIME_BUDGET, Isolation, RunBudget
+from controller.validation.rules.budget import (
+    DEFAULT_TIME_BUDGET,
+    Isolation,
+    RunBudget,
+    time_budget_of,
+)
 from controller.validation.rules.cel import ITERATION_BUDGET
 from controller.validation.rules.compiled import CompiledRule, Locator, Owner, OwnerKind, RuleSet
 from controller.validation.rules.deferred import Plan, evaluate_deferred, plan
 from controller.validation.rules.inline import Batch, InlineRules, check_objects
-from controller.validation.rules.render import RuledRenderer
+from controller.validation.rules.render import InlineStats, RuledRenderer
 from controller.validation.rules.stage import RulesStage, deferred_inputs
 
 __all__ = [
@@ -25,6 +31,7 @@ __all__ = [
     "Batch",
     "CompiledRule",
     "InlineRules",
+    "InlineStats",
     "Isolation",
     "Locator",
     "Owner",
@@ -39,6 +46,7 @@ __all__ = [
     "evaluate_deferred",
     "plan",
     "rules_stage",
+    "time_budget_of",
 ]
 
 
@@ -50,4 +58,4 @@ def rules_stage(
     rs = ruleset if ruleset is not None else RuleSet.from_spec(spec)
     if not rs.deferred and not rs.diagnostics:
         return None
-    return RulesStage(rs)
+    return RulesStage(rs, time_budget=time_budget_of(spec))

@@ -6,8 +6,9 @@ incomplete (``analysis_incomplete`` with a budget record), never a pass:
 * ``celIterations`` — the runtime's own loop budget per evaluation (10,000 iterations over
   all comprehensions of one evaluation; fixed by the binding).
 * ``ruleTime`` — seconds of evaluation per run (one render's inline rules, or one pipeline
-  run's deferred rules). A batch that may be expensive runs in a forked child that is killed
-  at the deadline; a cheap batch runs in-process and its time is charged afterwards.
+  run's deferred rules); 2 s unless the spec sets it (:func:`time_budget_of`). A batch that
+  may be expensive runs in a forked child that is killed at the deadline; a cheap batch
+  runs in-process and its time is charged afterwards.
 * ``ruleMemory`` — address space the child may add (1 GiB).
 
 "Cheap" means no comprehension in any program of the batch and few evaluations: without
@@ -24,11 +25,14 @@ from enum import StrEnum
 from typing import TypeVar
 
 from controller.diagnostics import Phase
+from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion
 from controller.validation.rules.cel import ITERATION_BUDGET
 from controller.validation.rules.compiled import CompiledRule
 from controller.validation.rules.isolate import (
     MEMORY_HEADROOM,
+    CancelSignal,
+    WorkerCancelled,
     WorkerDeadline,
     WorkerFailed,
     run_isolated,
@@ -36,11 +40,14 @@ from controller.validation.rules.isolate import (
 
 __all__ = [
     "DEFAULT_TIME_BUDGET",
+    "CancelSignal",
     "Isolation",
     "RunBudget",
+    "WorkerCancelled",
     "execute",
     "is_cheap",
     "iteration_exhaustion",
+    "time_budget_of",
 ]
 
 T = TypeVar("T")
@@ -74,6 +81,19 @@ class RunBudget:
         return self.limit - self.used
 
 
+def time_budget_of(spec: HAProxyTemplateConfigSpec) -> float:
+    """Seconds of rule evaluation per run for ``spec``.
+
+    ``spec.validation.ruleTimeout`` when the spec model has it (proposed: a Duration next to
+    ``timeout``), else :data:`DEFAULT_TIME_BUDGET`. Read by name so that every caller picks
+    the field up the day it exists, without a second place to change.
+    """
+    value = getattr(spec.validation, "rule_timeout", None)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return DEFAULT_TIME_BUDGET
+
+
 def is_cheap(rules: Iterable[CompiledRule], evaluations: int) -> bool:
     rules = list(rules)
     size = sum(r.refs.size for r in rules)
@@ -91,12 +111,18 @@ def iteration_exhaustion() -> BudgetExhaustion:
 
 
 def execute(
-    fn: Callable[[], T], *, cheap: bool, budget: RunBudget, isolation: Isolation
+    fn: Callable[[], T],
+    *,
+    cheap: bool,
+    budget: RunBudget,
+    isolation: Isolation,
+    cancel: CancelSignal | None = None,
 ) -> T | None:
     """``fn()``, or None when the run's budget ran out (then ``budget.exhausted`` says how).
 
     A worker that fails for another reason than time or memory raises RuntimeError: that is
-    a bug, reported as an internal error by the caller.
+    a bug, reported as an internal error by the caller. ``cancel`` set while a worker runs
+    kills it and raises :class:`WorkerCancelled`.
     """
     if budget.exhausted is not None:
         return None
@@ -108,7 +134,7 @@ def execute(
         if isolation is Isolation.NEVER or (isolation is Isolation.AUTO and cheap):
             result: T | None = fn()
         else:
-            result = run_isolated(fn, budget.remaining)
+            result = run_isolated(fn, budget.remaining, cancel=cancel)
     except WorkerDeadline:
         budget.used += time.monotonic() - started
         budget.exhausted = _time(budget)

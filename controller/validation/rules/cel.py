@@ -2,7 +2,9 @@
 
 One environment declares the four rule variables (``self``, ``outputs``, ``resources``,
 ``extraContext``) as ``dyn``, with the strings, math, encoders and optional extensions
-(the ones Kubernetes authors know from ValidatingAdmissionPolicy). The bindings extension is
+(the ones Kubernetes authors know from ValidatingAdmissionPolicy), and the ``sets`` and
+``regex.extractAll`` functions of ``natives.py``, which let rules scale past the iteration
+budget. The bindings extension is
 left out on purpose: ``cel.bind`` builds values without iterating, so the runtime's iteration
 budget would not bound it.
 
@@ -23,6 +25,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_encoders, ext_math, ext_optional, ext_strings
 
+from controller.validation.rules import natives
 from controller.validation.rules.refs import VARIABLES
 
 __all__ = [
@@ -50,7 +53,8 @@ MAX_EXPRESSION_LENGTH = 4096
 loop-free expression to a few thousand operations on the inputs."""
 
 _BUDGET_MESSAGE = "Iteration budget exceeded"
-_LOCATION = re.compile(r"<input>:(\d+):(\d+): ")
+_LOCATION = re.compile(r"<input>:(-?\d+):(-?\d+): ")
+_STATUS = re.compile(r" \[[A-Z_]+\]$")
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -72,6 +76,7 @@ def _extensions() -> list[cel.CelExtensionBase]:
         ext_math.ExtMath(),
         ext_encoders.ExtEncoders(),
         ext_optional.ExtOptional(),
+        natives.extension(),
     ]
 
 
@@ -102,15 +107,21 @@ class Program:
 
 
 def _clean(text: str) -> tuple[str, int | None, int | None]:
-    """The checker's first error, without the status prefix and source excerpt."""
+    """The checker's first error, without the status prefix and suffix, the ``<input>:L:C:``
+    position (returned separately; the parser writes -1:-1 when it has none) and the
+    source excerpt."""
     first = text.strip().splitlines()[0] if text.strip() else "invalid expression"
     first = re.sub(r"^[A-Z_]+: ", "", first)
     first = re.sub(r"^ERROR: ", "", first)
+    first = _STATUS.sub("", first)
     m = _LOCATION.search(first)
     if m is None:
-        return first.removesuffix(" [INVALID_ARGUMENT]"), None, None
-    msg = first[m.end() :].removesuffix(" [INVALID_ARGUMENT]")
-    return msg, int(m.group(1)), int(m.group(2))
+        return first, None, None
+    msg = (first[: m.start()] + first[m.end() :]).strip() or "invalid expression"
+    line, column = int(m.group(1)), int(m.group(2))
+    if line < 1 or column < 1:
+        return msg, None, None
+    return msg, line, column
 
 
 def compile_expression(source: str, env: cel.Env | None = None) -> Program:

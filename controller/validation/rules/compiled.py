@@ -190,8 +190,20 @@ class RuleSet:
         return frozenset(keys)
 
     def reads_inputs(self) -> bool:
-        """Do deferred rules read resources or extraContext (not only rendered outputs)?"""
-        return any(r.refs.collections or "extraContext" in r.refs.variables for r in self.deferred)
+        """Does a deferred verdict depend on anything besides the rendered outputs?
+
+        True when a deferred rule reads resources or extraContext, and also whenever a
+        deferred rule belongs to a collection: it is evaluated once per object, so the
+        objects are its inputs even when the expression itself only reads ``outputs``. A
+        new object that changes no rendered byte must still be judged, not meet a cached
+        "valid" keyed on the file checksum alone.
+        """
+        return any(
+            r.refs.collections
+            or "extraContext" in r.refs.variables
+            or r.owner.kind is OwnerKind.COLLECTION
+            for r in self.deferred
+        )
 
 
 def _output_owners(spec: HAProxyTemplateConfigSpec) -> dict[str, Owner]:

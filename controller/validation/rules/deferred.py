@@ -186,7 +186,9 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
         else:
             selves = inputs.collections.get(owner.name, ())
             location = None
-        judged, rule_failed, blocking = _judge_all(rule, selves, shared, location, result)
+        judged, rule_failed, blocking = _judge_all(
+            rule, selves, _visible(rule, shared), location, result
+        )
         if judged or (owner.kind is OwnerKind.COLLECTION and not selves):
             evaluated += 1
             failed += rule_failed
@@ -211,6 +213,21 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
         suppressed=sum(len(t) for t in suppressed.values()),
     )
     return result
+
+
+def _visible(rule: CompiledRule, shared: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Only the outputs and collections ``rule`` names (all of them for a computed name).
+
+    The runtime converts a variable's whole value the first time an evaluation reads it;
+    a collection rule is evaluated once per object, so handing it every output would
+    convert every output once per object.
+    """
+    out = dict(shared)
+    if ANY not in rule.refs.outputs:
+        out[OUTPUTS] = {n: v for n, v in shared[OUTPUTS].items() if n in rule.refs.outputs}
+    if ANY not in rule.refs.collections:
+        out[RESOURCES] = {n: v for n, v in shared[RESOURCES].items() if n in rule.refs.collections}
+    return out
 
 
 def _judge_all(

@@ -2,13 +2,14 @@
 
 For an output that is right after it rendered, through the renderer's ``after_output`` hook:
 an error there fails the output and the renderer skips everything that depends on it, naming
-this failure as the root cause. For a watched object it is before any render — admission
-judges the proposed object alone, and the render-calling code judges the loaded objects
-first (:func:`check_objects`).
+this failure as the root cause. For a watched object it is before any render: the render-calling code judges the loaded
+objects first (:func:`check_objects`), and the admission webhook — a later issue — is to
+judge a proposed object alone with the same function.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from controller.validation.rules.budget import (
 )
 from controller.validation.rules.cel import BudgetExceeded, to_cel
 from controller.validation.rules.compiled import CompiledRule, RuleSet
-from controller.validation.rules.judge import State, judge, output_value
+from controller.validation.rules.judge import State, judge, output_value, printable
 
 __all__ = [
     "Batch",
@@ -47,6 +48,8 @@ class Batch:
     exhausted: BudgetExhaustion | None = None
     by_self: list[list[Diagnostic]] = field(default_factory=list)
     """The same diagnostics per ``self``, in the order the selves were given."""
+    by_collection: dict[str, list[Diagnostic]] = field(default_factory=dict)
+    """The same diagnostics per collection (:func:`check_objects` only)."""
 
 
 def subject_of(obj: Mapping[str, Any]) -> str:
@@ -54,7 +57,7 @@ def subject_of(obj: Mapping[str, Any]) -> str:
     if not isinstance(meta, Mapping):
         return "(unnamed)"
     ns, name = meta.get("namespace"), meta.get("name")
-    return f"{ns}/{name}" if ns else str(name)
+    return printable(f"{ns}/{name}" if ns else str(name))
 
 
 def _ref(obj: Mapping[str, Any]) -> ObjectRef | None:
@@ -129,12 +132,23 @@ class InlineRules:
         self.budget = budget or RunBudget()
         self.isolation = isolation
         self.counters = RuleCounters()
+        self.seconds = 0.0
+        """Time spent judging, over every output of the render."""
 
     def __call__(self, name: str, out: RenderedOutput) -> list[Diagnostic]:
         owner = self.ruleset.outputs.get(name)
         rules = self.ruleset.inline_for(owner) if owner is not None else ()
         if not rules:
             return []
+        started = time.perf_counter()
+        try:
+            return self._judge(name, out, rules)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _judge(
+        self, name: str, out: RenderedOutput, rules: Sequence[CompiledRule]
+    ) -> list[Diagnostic]:
         location = Location(file=out.path)
         selves = [(output_value(name, out.path, out.content), "", None)]
         batch = execute(
@@ -205,8 +219,9 @@ def check_objects(
 ) -> Batch:
     """Inline rules of watched collections over ``objects`` (collection → objects).
 
-    Admission passes the one proposed object; the render-calling code passes every stored
-    object before it renders (with a ``memo``, so unchanged objects are not judged again).
+    The render-calling code passes every stored object before it renders (with a ``memo``,
+    so unchanged objects are not judged again); admission, a later issue, is to pass the
+    one proposed object.
     Collections without inline rules are not read at all. Diagnostics come per object, in
     the order given.
     """
@@ -240,16 +255,20 @@ def check_objects(
             )
             total.exhausted = total.exhausted or budget.exhausted
             break
+        found_here: list[Diagnostic] = []
         if result.exhausted is None:
             for i, found in zip(todo, result.by_self, strict=True):
                 verdicts[i] = tuple(found)
             if memo is not None:
                 memo.replace(name, objs, verdicts)
             for v in verdicts:
-                total.diagnostics.extend(v or ())
+                found_here.extend(v or ())
         else:
-            total.diagnostics.extend(d for v in verdicts for d in (v or ()))
-            total.diagnostics.extend(result.diagnostics)
+            found_here.extend(d for v in verdicts for d in (v or ()))
+            found_here.extend(result.diagnostics)
+        total.diagnostics.extend(found_here)
+        if found_here:
+            total.by_collection[name] = found_here
         total.exhausted = total.exhausted or result.exhausted
         c, b = total.counters, result.counters
         total.counters = RuleCounters(

@@ -24,7 +24,14 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["MEMORY_HEADROOM", "WorkerDeadline", "WorkerFailed", "run_isolated"]
+__all__ = [
+    "MEMORY_HEADROOM",
+    "CancelSignal",
+    "WorkerCancelled",
+    "WorkerDeadline",
+    "WorkerFailed",
+    "run_isolated",
+]
 
 T = TypeVar("T")
 
@@ -40,6 +47,44 @@ class WorkerDeadline(Exception):
     def __init__(self, limit: float, used: float) -> None:
         super().__init__(f"evaluation did not finish within {limit:g}s")
         self.limit, self.used = limit, used
+
+
+class WorkerCancelled(Exception):
+    """The caller gave up on the result (:class:`CancelSignal`); the child was killed."""
+
+
+class CancelSignal:
+    """Stops a :func:`run_isolated` wait from another thread (or the event loop).
+
+    The waiting thread sleeps in ``select`` on the worker's pipe; a cancelled pipeline run
+    cannot interrupt that thread, so it would otherwise keep the child alive until the
+    deadline. :meth:`set` writes to a pipe the wait also watches: the child is killed and
+    reaped at once. Close it (or use it as a context manager) when the run is over.
+    """
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        self.is_set = False
+
+    def set(self) -> None:
+        if not self.is_set:
+            self.is_set = True
+            with contextlib.suppress(OSError):
+                os.write(self._w, b"x")
+
+    def fileno(self) -> int:
+        return self._r
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> CancelSignal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class WorkerFailed(Exception):
@@ -86,10 +131,17 @@ def _child(fn: Callable[[], object], w: int, headroom: int | None) -> None:
 
 
 def run_isolated(
-    fn: Callable[[], T], timeout: float, *, memory_headroom: int | None = MEMORY_HEADROOM
+    fn: Callable[[], T],
+    timeout: float,
+    *,
+    memory_headroom: int | None = MEMORY_HEADROOM,
+    cancel: CancelSignal | None = None,
 ) -> T:
-    """``fn()`` computed in a child process. Raises WorkerDeadline or WorkerFailed."""
+    """``fn()`` computed in a child process. Raises WorkerDeadline, WorkerFailed, or
+    WorkerCancelled when ``cancel`` is set while it waits."""
     started = time.monotonic()
+    if cancel is not None and cancel.is_set:
+        raise WorkerCancelled("cancelled before the worker started")
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
@@ -104,7 +156,11 @@ def run_isolated(
             if remaining <= 0:
                 _kill(pid)
                 raise WorkerDeadline(timeout, time.monotonic() - started)
-            ready, _, _ = select.select([r], [], [], remaining)
+            watched: list[int] = [r] if cancel is None else [r, cancel.fileno()]
+            ready, _, _ = select.select(watched, [], [], remaining)
+            if cancel is not None and cancel.fileno() in ready:
+                _kill(pid)
+                raise WorkerCancelled("the caller cancelled the evaluation")
             if not ready:
                 continue
             chunk = os.read(r, 1 << 16)

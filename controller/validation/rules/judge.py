@@ -4,10 +4,17 @@ Shared by inline and deferred evaluation so both phases mean the same thing by "
 Rules are fail-closed: an evaluation error or a non-bool result is a failure of the rule (at
 its severity), never a silent pass. A failing messageExpression does not hide the failure;
 the report falls back to a generic message and says why.
+
+Text that comes from evaluation (a messageExpression's value, an evaluation error quoting a
+value, an object's name) is attacker-influenced: an Ingress host can carry ESC sequences or
+line breaks. Reports are printed on terminals, logged line by line and shown in CI
+annotations, so such characters are escaped (``\\x1b``, ``\\n``, ``\\u2028``) before the
+length cap, and a finding is always one line of inert text.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -17,9 +24,36 @@ from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
 from controller.validation.rules.cel import EvalError, Program, evaluate
 from controller.validation.rules.compiled import CompiledRule
 
-__all__ = ["Judgement", "State", "judge", "output_value"]
+__all__ = ["Judgement", "State", "judge", "output_value", "printable", "split_lines"]
 
 _MAX_MESSAGE = 1024
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    code = ord(c)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with C0/C1 control characters, DEL and the Unicode line and paragraph
+    separators replaced by visible escapes."""
+    return _CONTROL.sub(_escape, text)
+
+
+def split_lines(content: str) -> list[str]:
+    """Lines as HAProxy sees them: split at ``\\n`` only, without the empty string after a
+    final newline. (``str.splitlines`` would also split at ``\\r``, form feeds and U+2028,
+    where HAProxy sees one line, so a rule could be fooled about what a line holds.)"""
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 class State(StrEnum):
@@ -42,7 +76,7 @@ class Judgement:
 
 def output_value(name: str, path: str, content: str) -> dict[str, Any]:
     """What ``self`` and ``outputs['<name>']`` look like for an output."""
-    return {"name": name, "path": path, "content": content, "lines": content.splitlines()}
+    return {"name": name, "path": path, "content": content, "lines": split_lines(content)}
 
 
 def _condition(program: Program, data: Mapping[str, Any], what: str) -> bool:
@@ -61,7 +95,7 @@ def judge(
     subject: str = "",
 ) -> Judgement:
     """``subject`` names the object in messages (``default/echo``). Raises BudgetExceeded."""
-    title = rule.title + (f" on {subject}" if subject else "")
+    title = rule.title + (f" on {printable(subject)}" if subject else "")
     try:
         if rule.block_when is not None and not _condition(rule.block_when, data, "block `when`"):
             return Judgement(State.SKIPPED)
@@ -72,7 +106,7 @@ def judge(
             raise EvalError(f"expression returned {type(value).__name__} {value!r}, not a bool")
     except EvalError as exc:
         rule_id = "E5007" if rule.is_error else "W5008"
-        text = f"{title}: could not be evaluated: {exc}"
+        text = f"{title}: could not be evaluated: {_capped(printable(str(exc)))}"
         return Judgement(State.FAILED, _make(rule_id, text, location, object))
     if value:
         return Judgement(State.PASSED)
@@ -90,10 +124,14 @@ def _message(rule: CompiledRule, data: Mapping[str, Any]) -> str:
     try:
         value = evaluate(rule.message, data)
     except EvalError as exc:
-        return f"{fallback} (messageExpression failed: {exc})"
+        return f"{fallback} (messageExpression failed: {_capped(printable(str(exc)))})"
     if not isinstance(value, str):
         return f"{fallback} (messageExpression returned {type(value).__name__}, not a string)"
-    return value if len(value) <= _MAX_MESSAGE else value[:_MAX_MESSAGE] + "…"
+    return _capped(printable(value))
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
 
 
 def _make(

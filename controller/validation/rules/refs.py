@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.validation.rules.checked import Node
+from controller.validation.rules.natives import NATIVE_LOOPS
 
 __all__ = ["ANY", "Refs", "collect"]
 
@@ -37,7 +38,8 @@ class Refs:
     collections: frozenset[str] = frozenset()
     """Collection names read through ``resources`` (``ANY`` when computed)."""
     iterates: bool = False
-    """The expression contains a comprehension (a loop)."""
+    """The expression contains a comprehension (a loop), or calls a function that loops
+    natively (``natives.NATIVE_LOOPS``): its work grows with the input either way."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
 
@@ -79,6 +81,8 @@ def collect(root: Node) -> Refs:
                 if node.name in names:
                     names[node.name].add(named(node, parent))
             return
+        if node.kind == "call" and node.name in NATIVE_LOOPS:
+            iterates = True
         if node.kind == "comprehension":
             iterates = True
             for child in node.outer:

@@ -1,36 +1,70 @@
 """Rendering with the spec's inline rules, for every caller that renders for the pipeline.
 
 The renderer knows nothing of rules (it sits below validation); it only offers the
-``after_output`` hook. :class:`RuledRenderer` is the one place that wires the hook, so the
-reconcile loop, ``htc validate``, ``htc test`` and the local loop judge inline rules the same
-way: watched objects first (a failing object stops the render: nothing built from it could be
-deployed), then each output right after it rendered.
+``after_output`` hook and a ``skip`` list. :class:`RuledRenderer` is the one place that
+wires them, so the reconcile loop, ``htc validate``, ``htc render``, ``htc test`` and the
+local loop judge inline rules the same way: watched objects first, then each output right
+after it rendered.
+
+An object that fails its collection's inline rules stops every output that reads that
+collection — nothing built from it could be deployed — and those outputs are reported
+blocked (``E1008``) naming the object's failure; everything that depends on them is blocked
+in turn by the render graph. Outputs that never read the collection still render, so the
+report shows the rest of the configuration. Which collections an output reads is found in
+its templates (``reads.py``), conservatively: a use of ``resources`` the walk cannot pin
+to one collection counts as reading all of them. If the object checks ran out of budget,
+nothing renders: unjudged objects could be anywhere.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Severity
 from controller.render import FileSet, RenderBudget, Renderer, RenderInputs, RenderResult
 from controller.resources.api import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec
-from controller.validation.report import BudgetExhaustion
-from controller.validation.rules.budget import DEFAULT_TIME_BUDGET, Isolation, RunBudget
+from controller.validation.report import BudgetExhaustion, RuleCounters
+from controller.validation.rules.budget import (
+    DEFAULT_TIME_BUDGET,
+    Isolation,
+    RunBudget,
+    time_budget_of,
+)
 from controller.validation.rules.compiled import Locator, RuleSet
 from controller.validation.rules.inline import InlineRules, ObjectMemo, check_objects
+from controller.validation.rules.reads import collections_read, readers_of
 
-__all__ = ["RuledRenderer"]
-
-
-def _blocking(diagnostics: list[Diagnostic]) -> bool:
-    return any(d.severity.rank <= Severity.ERROR.rank for d in diagnostics)
+__all__ = ["InlineStats", "RuledRenderer"]
 
 
 def _budget(b: BudgetExhaustion) -> RenderBudget:
     return RenderBudget(phase=b.phase.value, budget=b.budget, limit=b.limit, used=b.used)
+
+
+@dataclass
+class InlineStats:
+    """Inline rules of one render: rule units (per object batch and per output) and time."""
+
+    counters: RuleCounters = field(default_factory=RuleCounters)
+    seconds: float = 0.0
+
+    def add(self, counters: RuleCounters, seconds: float) -> None:
+        c = self.counters
+        self.counters = RuleCounters(
+            evaluated=c.evaluated + counters.evaluated,
+            failed=c.failed + counters.failed,
+            skipped=c.skipped + counters.skipped,
+        )
+        self.seconds += seconds
+
+    @property
+    def ms(self) -> float:
+        return round(self.seconds * 1000, 3)
 
 
 class RuledRenderer:
@@ -49,16 +83,31 @@ class RuledRenderer:
         self.time_budget = time_budget
         self.isolation = isolation
         self._memo = ObjectMemo()
+        self._reads: Mapping[str, frozenset[str]] | None = None
 
     @classmethod
     def from_spec(
-        cls, spec: HAProxyTemplateConfigSpec, *, locate: Locator | None = None
+        cls,
+        spec: HAProxyTemplateConfigSpec,
+        *,
+        locate: Locator | None = None,
+        ruleset: RuleSet | None = None,
     ) -> RuledRenderer:
-        return cls(Renderer(spec), RuleSet.from_spec(spec, locate))
+        """The renderer every render path uses: the spec's rules (``ruleset`` when the caller
+        shares one with its rules stage) and the spec's rule time budget."""
+        rules = ruleset if ruleset is not None else RuleSet.from_spec(spec, locate)
+        return cls(Renderer(spec), rules, time_budget=time_budget_of(spec))
 
     @property
     def spec(self) -> HAProxyTemplateConfigSpec:
         return self.renderer.spec
+
+    @property
+    def reads(self) -> Mapping[str, frozenset[str]]:
+        """Output → the collections its templates read (see ``reads.py``); computed once."""
+        if self._reads is None:
+            self._reads = collections_read(self.renderer)
+        return self._reads
 
     def render(
         self,
@@ -68,22 +117,47 @@ class RuledRenderer:
         extra_context: Mapping[str, Any] | None = None,
     ) -> RenderResult:
         """Never raises, like :meth:`Renderer.render`."""
+        return self.render_counted(view, http=http, extra_context=extra_context)[0]
+
+    def render_counted(
+        self,
+        view: StoreView,
+        *,
+        http: Mapping[str, str] | None = None,
+        extra_context: Mapping[str, Any] | None = None,
+    ) -> tuple[RenderResult, InlineStats]:
+        """:meth:`render`, plus what the inline rules cost (for ``metadata.inlineRules`` and
+        the ``rulesInlineMs`` timing once the report carries them)."""
+        stats = InlineStats()
+        result = self._render(view, http, extra_context, stats)
+        return result, stats
+
+    def _render(
+        self,
+        view: StoreView,
+        http: Mapping[str, str] | None,
+        extra_context: Mapping[str, Any] | None,
+        stats: InlineStats,
+    ) -> RenderResult:
         budget = RunBudget(self.time_budget)
         early = list(self.ruleset.diagnostics)
         budgets: list[RenderBudget] = []
+        skip: dict[str, str] = {}
         wanted = {
             o.name: view.collection(o.name).list()
             for o in self.ruleset.collections.values()
             if self.ruleset.inline_for(o) and o.name in view.names()
         }
         if wanted:
+            started = time.perf_counter()
             batch = check_objects(
                 self.ruleset, wanted, budget=budget, isolation=self.isolation, memo=self._memo
             )
+            stats.add(batch.counters, time.perf_counter() - started)
             early.extend(batch.diagnostics)
             if batch.exhausted is not None:
                 budgets.append(_budget(batch.exhausted))
-            if _blocking(batch.diagnostics):
+                # Not every object was judged, so no output can be shown to be safe.
                 extra = {**self.spec.extra_context, **(extra_context or {})}
                 return RenderResult(
                     FileSet(),
@@ -91,10 +165,12 @@ class RuledRenderer:
                     inputs=RenderInputs(view, dict(http or {}), extra),
                     budgets=tuple(budgets),
                 )
+            skip = self._blocked_by_objects(batch.by_collection)
         hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
         result = self.renderer.render(
-            view, http=http, extra_context=extra_context, after_output=hook
+            view, http=http, extra_context=extra_context, after_output=hook, skip=skip
         )
+        stats.add(hook.counters, hook.seconds)
         if budget.exhausted is not None and not budgets:
             budgets.append(_budget(budget.exhausted))
         if not early and not budgets:
@@ -104,3 +180,17 @@ class RuledRenderer:
             diagnostics=(*result.diagnostics, *early),
             budgets=(*result.budgets, *budgets),
         )
+
+    def _blocked_by_objects(self, found: Mapping[str, list[Diagnostic]]) -> dict[str, str]:
+        """Output → root cause, for every output that reads a collection with an object that
+        failed its inline rules. The first failure (collections in name order) is named."""
+        skip: dict[str, str] = {}
+        for collection in sorted(found):
+            errors = [d for d in found[collection] if d.severity.rank <= Severity.ERROR.rank]
+            if not errors:
+                continue
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            cause = f"{errors[0].rule_id} {errors[0].message}{more}"
+            for output in readers_of(self.reads, collection):
+                skip.setdefault(output, cause)
+        return skip

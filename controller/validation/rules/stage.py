@@ -9,9 +9,10 @@ besides outputs, so a cached verdict is reused only when those inputs are unchan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.diagnostics import Phase
@@ -21,8 +22,10 @@ from controller.resources.api import StoreView
 from controller.validation.report import RuleCounters
 from controller.validation.rules.budget import (
     DEFAULT_TIME_BUDGET,
+    CancelSignal,
     Isolation,
     RunBudget,
+    WorkerCancelled,
     execute,
     is_cheap,
 )
@@ -134,6 +137,32 @@ class RulesStage:
         text = json.dumps(doc, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    async def _in_worker(
+        self, work: Callable[[], DeferredResult], budget: RunBudget
+    ) -> DeferredResult | None:
+        """The forked evaluation, waited for in a thread so the event loop keeps running.
+
+        The pipeline cancels this stage when an earlier one fails while it runs ahead. The
+        thread cannot be interrupted, so cancellation sets a signal its wait also watches:
+        the worker is killed and reaped before the cancellation goes on, and no evaluation
+        outlives the run that wanted it.
+        """
+        cancel = CancelSignal()
+        waiting = asyncio.ensure_future(
+            asyncio.to_thread(
+                execute, work, cheap=False, budget=budget, isolation=self.isolation, cancel=cancel
+            )
+        )
+        # Closed only when the thread is done with it, however this coroutine ends.
+        waiting.add_done_callback(lambda _: cancel.close())
+        try:
+            return await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            cancel.set()
+            with contextlib.suppress(WorkerCancelled, Exception):
+                await waiting
+            raise
+
     async def run(self, ctx: StageContext) -> StageOutcome:
         diagnostics = list(self.ruleset.diagnostics)
         if not self.plan.order and not diagnostics:
@@ -155,9 +184,7 @@ class RulesStage:
         if cheap or self.isolation is Isolation.NEVER:
             result = execute(work, cheap=cheap, budget=budget, isolation=self.isolation)
         else:
-            result = await asyncio.to_thread(
-                execute, work, cheap=cheap, budget=budget, isolation=self.isolation
-            )
+            result = await self._in_worker(work, budget)
         if result is None:
             assert budget.exhausted is not None
             diagnostics.append(budget_diagnostic("deferred rules", budget.exhausted))

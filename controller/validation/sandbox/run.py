@@ -32,22 +32,23 @@ __all__ = ["max_concurrency", "run_sandboxed", "set_max_concurrency"]
 # --- concurrency ----------------------------------------------------------------------------
 
 
-def _cpu_count() -> int:
-    """CPUs this process may use: affinity, capped by a cgroup CPU quota when one is set."""
+def _cpu_count(cgroup: str = "/sys/fs/cgroup") -> int:
+    """CPUs this process may use: affinity, capped by a cgroup CPU quota when one is set
+    (``cgroup`` is the mount point; tests point it at a directory of their own)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
     quota: float | None = None
-    with contextlib.suppress(OSError, ValueError), open("/sys/fs/cgroup/cpu.max") as f:
+    with contextlib.suppress(OSError, ValueError), open(f"{cgroup}/cpu.max") as f:
         q, p = f.read().split()[:2]
         if q != "max":
             quota = int(q) / int(p)
     if quota is None:
         with contextlib.suppress(OSError, ValueError):
-            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+            with open(f"{cgroup}/cpu/cpu.cfs_quota_us") as f:
                 q_us = int(f.read())
-            with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+            with open(f"{cgroup}/cpu/cpu.cfs_period_us") as f:
                 p_us = int(f.read())
             if q_us > 0:
                 quota = q_us / p_us

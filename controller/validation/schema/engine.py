@@ -137,6 +137,32 @@ class SchemaEngine:
 
     # --- public ------------------------------------------------------------------------------
 
+    def warm_up(self) -> int:
+        """Compile every keyword's validator, and every option's, before any candidate.
+
+        Validators are otherwise compiled on first use, and compiling (code generation plus
+        ``exec``) costs far more than validating: a process's first configuration spends most
+        of its schema time there. A long-running controller calls this once at start-up so its
+        first candidate is judged at the speed of every later one. Idempotent; the compiled
+        functions are shared by every engine in the process, so a second engine of the same
+        family only pays for hashing. Returns the number of keyword validators ready.
+        """
+        ready = 0
+        for section, node in self.document["definitions"].items():
+            props = node.get("properties") if isinstance(node, dict) else None
+            if not isinstance(props, dict):
+                continue
+            for key in props:
+                plan = self._validators.get((section, key)) or self._compile(section, key)
+                options = plan[1]
+                if options:
+                    compiled = self._option_validators.setdefault((section, key), {})
+                    for name, sub in options.items():
+                        if name not in compiled:
+                            compiled[name] = _compiled(sub)
+                ready += 1
+        return ready
+
     def check(self, parsed: ParsedConfig) -> list[tuple[Section, Finding]]:
         """Findings of every section, reusing cached results of unchanged sections."""
         out: list[tuple[Section, Finding]] = []
@@ -527,7 +553,7 @@ class SchemaEngine:
             if other != group and any(k.split(" ", 1)[0] == word for k in specs):
                 owners = sorted(s for s, sp in fam.sections.items() if sp.group == other)
                 return Finding(
-                    "E3001",
+                    "W3015",
                     f"unknown keyword '{word}' in a '{section}' section "
                     f"(it belongs in {' or '.join(repr(o) for o in owners)} sections)",
                     index,
@@ -537,15 +563,15 @@ class SchemaEngine:
         later = first_family_with(group, word)
         if later is not None and version_key(later) > version_key(fam.name):
             return Finding(
-                "E3001",
-                f"'{word}' is not available in HAProxy {fam.name} (it exists since {later})",
+                "W3015",
+                f"'{word}' is not in the HAProxy {fam.name} schema (it exists since {later})",
                 index,
                 start,
                 start,
             )
         close = suggest(word, firsts)
         return Finding(
-            "E3001",
+            "W3015",
             f"unknown keyword '{word}' in a '{section}' section",
             index,
             start,
@@ -571,8 +597,8 @@ class SchemaEngine:
         later = first_family_with(group, f"{head} {word}")
         if later is not None and version_key(later) > version_key(self.family.name):
             return Finding(
-                "E3006",
-                f"'{head} {word}' is not available in HAProxy {self.family.name} "
+                "W3016",
+                f"'{head} {word}' is not in the HAProxy {self.family.name} schema "
                 f"(it exists since {later})",
                 index,
                 depth,
@@ -580,7 +606,7 @@ class SchemaEngine:
             )
         close = suggest(word, node.children)
         return Finding(
-            "E3006",
+            "W3016",
             f"unknown '{head}' keyword '{word}'",
             index,
             depth,
@@ -624,6 +650,7 @@ class SchemaEngine:
         )
         rule_id = "E3013" if rule in touched or root is False else "E3004"
         fix: str | None = None
+        advisory = _advisory(rule, node, _at(norm.instance, path))
         if root is False or node is False:
             message = f"{label} is forbidden by a schema overlay"
             rule_id = "E3013"
@@ -637,6 +664,7 @@ class SchemaEngine:
             if extra:
                 message = f"{label}: unexpected argument(s) '{' '.join(map(str, extra))}'"
                 first, last = norm.spans.get(("_extra",), (first, last))
+                advisory = "HAProxy ignores surplus words for many keywords"
             else:
                 message = f"{label}: takes no further arguments"
             rule_id = "E3013" if rule_id == "E3013" else "E3005"
@@ -663,11 +691,15 @@ class SchemaEngine:
                 f"'{key}': empty condition after '{_at(norm.instance, ['condition']).get('kind')}'"
             )
             rule_id = "E3013" if rule_id == "E3013" else "E3005"
+            advisory = "HAProxy loads a rule whose condition is empty"
         else:
             detail = exc.message.replace(exc.name, "", 1).strip()
             message = f"{label} {detail} (got '{raw}')"
         if rule_id == "E3013" and "overlay" not in message:
             message += " [constraint from validation.schemaOverlays]"
+        elif advisory is not None and rule_id in ("E3004", "E3005"):
+            rule_id = "W3017"
+            message += f" ({advisory})"
         return Finding(rule_id, message, index, first, last, fix)
 
 
@@ -693,6 +725,28 @@ class _SchemaError:
             exc.message.replace(name, label, 1),
             label,
         )
+
+
+#: Numbers beyond a C int wrap or saturate in HAProxy's parsers, whatever range they check.
+_INT_LIMIT = 2**31
+
+
+def _advisory(rule: str, node: Any, value: Any) -> str | None:
+    """Why a number finding is only advice, or None when a real binary would refuse it too.
+
+    Most HAProxy parsers read numbers with ``atoi``/``strtol`` and keep what comes out: ``10x``
+    loads as 10, ``abc`` as 0, ``-1`` may wrap. Only a range marked ``x-checked`` (``!`` in the
+    data, confirmed against both binaries) is known to be refused.
+    """
+    if not isinstance(node, dict) or node.get("type") != "integer":
+        return None
+    if rule == "type":
+        return "HAProxy reads numbers up to the first non-digit and loads the line"
+    if rule not in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return None
+    if node.get("x-checked") and isinstance(value, int) and abs(value) < _INT_LIMIT:
+        return None
+    return "HAProxy does not refuse it, but will not use the value as written"
 
 
 def _compiled(node: Any) -> Callable[[Any], Any]:

@@ -134,8 +134,9 @@ _LOG_PROPS: dict[str, Any] = {
 
 
 #: ``no log`` stands alone; ``log global`` needs nothing else; any other target needs a facility.
+#: ``default log`` takes the same arguments as ``log`` (both binaries load it).
 _LOG_RULES: dict[str, Any] = {
-    "if": {"required": ["prefix"]},
+    "if": {"required": ["prefix"], "properties": {"prefix": {"const": "no"}}},
     "then": {"maxProperties": 1},
     "else": {
         "required": ["target"],

@@ -79,8 +79,18 @@ def _bounds(spec: str) -> tuple[int | None, int | None]:
 
 
 def parse_type(expr: str) -> ValueType:
-    """Parse a type expression such as ``int(0..256)``, ``time(s)`` or ``list(enum(a|b))``."""
+    """Parse a type expression such as ``int(0..256)``, ``time(s)`` or ``list(enum(a|b))``.
+
+    A trailing ``!`` on a number type (``int(0..256)!``) says both real binaries refuse values
+    outside its range; without it the range is only advice, because most HAProxy parsers read
+    numbers with ``atoi`` and load whatever comes out (see ``x-checked`` in the engine).
+    """
     expr = expr.strip()
+    if expr.endswith("!"):
+        base = parse_type(expr[:-1])
+        if base.kind not in ("int", "size"):
+            raise GrammarError(f"'!' only applies to number types: {expr!r}")
+        return ValueType(base.kind, {**base.schema, "x-checked": True}, base.convert, base.hint)
     name, paren, rest = expr.partition("(")
     inner = rest[:-1] if paren else ""
     if paren and not rest.endswith(")"):

@@ -40,7 +40,8 @@ class Normalized:
     spans: dict[Path, tuple[int, int]] = field(default_factory=dict)
     issues: list[Issue] = field(default_factory=list)
     verifiable: bool = True
-    """False when a word holds an environment expansion whose value is unknown here."""
+    """False when a word holds an environment expansion whose value is unknown here, or when an
+    unknown or incomplete option leaves the rest of the line without a known shape."""
 
 
 def suggest(word: str, choices: Any) -> str | None:
@@ -129,10 +130,11 @@ def _options(
         entry = table.get(name)
         if entry is None:
             opts[name] = True  # keeps the instance honest: the schema rejects the name too
+            out.verifiable = False  # how many words the option takes is unknown
             close = suggest(name, table)
             out.issues.append(
                 Issue(
-                    "E3006",
+                    "W3016",
                     f"'{directive.keyword}': unknown option '{name}'",
                     pos,
                     pos,
@@ -171,10 +173,13 @@ def _options(
             continue
         if pos + 1 >= end:
             opts[name] = None
+            out.verifiable = False
+            # HAProxy's option parsers often read a missing last value as an empty word
             out.issues.append(
                 Issue(
-                    "E3005",
-                    f"'{directive.keyword}': option '{name}' expects {spec.type.hint}",
+                    "W3017",
+                    f"'{directive.keyword}': option '{name}' expects {spec.type.hint} "
+                    "(HAProxy may load the line anyway)",
                     pos,
                     pos,
                 )

@@ -47,6 +47,11 @@ class SchemaStage:
     def fingerprint(self) -> str:
         return self.engine.fingerprint
 
+    def warm_up(self) -> None:
+        """Compile every validator now (see :meth:`SchemaEngine.warm_up`); the pipeline's
+        :meth:`~controller.validation.pipeline.Pipeline.warm_up` calls it."""
+        self.engine.warm_up()
+
     async def run(self, ctx: StageContext) -> StageOutcome:
         diagnostics: list[Diagnostic] = []
         if self._fallback is not None:

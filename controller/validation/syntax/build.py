@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
+from typing import Any
 
-from controller.validation.syntax.model import Directive, Token
+from controller.validation.syntax.model import Directive, Section, Token
 
-__all__ = ["directive", "token"]
+__all__ = ["directive", "directive_parts", "section", "token", "token_parts"]
 
 
 def _directive_fast() -> Callable[[str, int, tuple[Token, ...], bool], Directive]:
@@ -57,5 +58,45 @@ def _token_fast() -> Callable[[str, str, int, int, bool], Token]:
     return build
 
 
+def _section_fast() -> Callable[[Directive, tuple[Directive, ...], int, str], Section]:
+    if tuple(f.name for f in fields(Section)) != ("header", "directives", "end_line", "text_hash"):
+        return Section
+    new = object.__new__
+    set_header, set_directives, set_end, set_hash = (
+        Section.__dict__[n].__set__ for n in ("header", "directives", "end_line", "text_hash")
+    )
+
+    def build(
+        header: Directive, directives: tuple[Directive, ...], end_line: int, text_hash: str
+    ) -> Section:
+        obj = new(Section)
+        set_header(obj, header)
+        set_directives(obj, directives)
+        set_end(obj, end_line)
+        set_hash(obj, text_hash)
+        return obj
+
+    return build
+
+
+def token_parts() -> tuple[Callable[..., Any], ...]:
+    """``object.__new__`` and the five slot setters of :class:`Token`, for a loop that builds
+    tokens inline (a call to :func:`token` per token is a measurable share of a cold parse).
+    Raises if the field list changed, like the builders fall back."""
+    names = ("value", "raw", "column", "end_column", "has_env")
+    if tuple(f.name for f in fields(Token)) != names:
+        raise RuntimeError("Token's fields changed: update build.token_parts")
+    return (object.__new__, *(Token.__dict__[n].__set__ for n in names))
+
+
+def directive_parts() -> tuple[Callable[..., Any], ...]:
+    """Like :func:`token_parts`, for :class:`Directive`."""
+    names = ("file", "line", "tokens", "conditional")
+    if tuple(f.name for f in fields(Directive)) != names:
+        raise RuntimeError("Directive's fields changed: update build.directive_parts")
+    return (object.__new__, *(Directive.__dict__[n].__set__ for n in names))
+
+
 directive = _directive_fast()
+section = _section_fast()
 token = _token_fast()

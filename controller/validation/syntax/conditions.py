@@ -49,14 +49,20 @@ class _Unknowable(Exception):
     """The text cannot be judged statically (quotes or escapes inside predicate arguments)."""
 
 
-def evaluate(text: str, haproxy_version: str | None = None) -> ConditionResult:
+def evaluate(
+    text: str, haproxy_version: str | None = None, *, any_version: bool = False
+) -> ConditionResult:
     """Evaluate a condition as HAProxy would, given only the version of the binary.
 
     ``text`` is the condition as HAProxy sees it: the words after ``.if`` joined by one space.
+    With ``any_version``, ``version_atleast()``/``version_before()`` stay undecided although
+    the version is known: the same bytes may later be loaded by another HAProxy, so a branch
+    this binary skips may well run there (the security checks read it that way).
     """
     if not text:
         return ConditionResult(False)  # HAProxy: an empty condition is false
     parser = _Parser(text, haproxy_version)
+    parser.decide_versions = not any_version
     try:
         value = parser.expression(_MAX_DEPTH)
         parser.skip_blanks()
@@ -109,6 +115,7 @@ class _Parser:
         self.pos = 0
         self.version = version
         self.family = family(version)
+        self.decide_versions = True
 
     def skip_blanks(self) -> None:
         text, p = self.text, self.pos
@@ -221,7 +228,7 @@ class _Parser:
             return args[0] != args[1]
         if name == "strstr":
             return args[1] in args[0]
-        if name in ("version_atleast", "version_before") and self.version:
+        if name in ("version_atleast", "version_before") and self.version and self.decide_versions:
             order = compare_version(self.version, args[0])
             if order is None:
                 return None

@@ -222,6 +222,24 @@ _ACL_VALUE_FLAGS = frozenset({"-m", "-u"})
 _MAP_CONVERTER = re.compile(r",\s*map(?:_[a-z]+){0,2}\(\s*([^,)\s]*)")
 _LOG_FORMAT_EXPR = re.compile(r"%\[([^\]]*)\]")
 
+#: Keywords _refs_of looks at by name, apart from the option lines: a directive whose keyword
+#: is none of these (nor an option line with a path option) can only name a file through a
+#: ``{ ... }`` ACL or a ``map`` converter in one of its words.
+_REF_KEYWORDS = frozenset(
+    {
+        *_BASES,
+        *_PATH_KEYWORDS,
+        *_HTTP_RULES,
+        "default-path",
+        "errorfile",
+        "acl",
+        "filter",
+        "http-error",
+    }
+)
+if _REF_KEYWORDS & set(_OPTION_LINES):  # the shortcut in file_references relies on it
+    raise RuntimeError("option-line keywords must not be named file-reference keywords")
+
 _INVALID = "\x00invalid"  # marker for a base directory that was refused
 
 #: Section text hash → True when the section names no file and sets no base directory.
@@ -274,8 +292,26 @@ def file_references(parsed: ParsedConfig, files: FileSet | None = None) -> list[
         before = len(out)
         sets_state = False
         for d in section.directives:
-            kw = d.tokens[0].value
+            tokens = d.tokens
+            kw = tokens[0].value
             sets_state = sets_state or kw in _BASES or kw == "default-path"
+            # A shortcut for the directives _refs_of certainly finds nothing in (most lines
+            # of a never-seen section): it must stay a superset of _refs_of's conditions.
+            if kw not in _REF_KEYWORDS:
+                maybe = False
+                if kw in _OPTION_LINES:
+                    for t in tokens:
+                        if t.value in _SSL_PATH_OPTIONS:
+                            maybe = True
+                            break
+                if not maybe:
+                    for t in tokens:
+                        v = t.value
+                        if v == "{" or "map" in v:
+                            maybe = True
+                            break
+                if not maybe:
+                    continue
             out.extend(_refs_of(d, section.keyword, st))
         if plain:
             _remember(section.text_hash, len(out) == before and not sets_state)

@@ -33,7 +33,15 @@ from controller.validation.syntax.keywords import (
     SECTION_KEYWORDS,
 )
 from controller.validation.syntax.model import Directive, ParsedConfig, Section, Token
-from controller.validation.syntax.tokenizer import BLANKS, NEEDS_FULL, fast_tokens, tokenize
+from controller.validation.syntax.tokenizer import (
+    BLANKS,
+    NEEDS_FULL,
+    TOKEN_PARTS,
+    count_interned,
+    fast_tokens,
+    intern_table,
+    tokenize,
+)
 
 __all__ = ["parse"]
 
@@ -57,19 +65,22 @@ _SCAN = re.compile(
 
 
 def parse(
-    text: str, file: str, *, haproxy_version: str | None = None
+    text: str, file: str, *, haproxy_version: str | None = None, any_version: bool = False
 ) -> tuple[ParsedConfig, list[Diagnostic]]:
     """Parse one HAProxy configuration file.
 
     ``file`` is the path reported in diagnostics and directives (the deploy-relative path,
     e.g. ``haproxy.cfg``). ``haproxy_version`` (``2.8.25``) lets ``version_atleast()`` /
     ``version_before()`` conditions be decided and version-gated predicates be judged;
-    without it such branches are treated as undecided. Never raises on bad input.
+    without it such branches are treated as undecided. ``any_version`` keeps the version
+    tests undecided all the same (predicates are still judged by the version): the reading
+    the directive policy needs, since another HAProxy may take the branches this one skips.
+    Never raises on bad input.
     """
     diagnostics: list[Diagnostic] = []
     cuts = _cuts(text)
     if cuts is None:
-        walker = _Walker(file, haproxy_version)
+        walker = _Walker(file, haproxy_version, any_version=any_version)
         for number, line in _numbered_lines(text):
             if walker.stopped:
                 break
@@ -126,7 +137,7 @@ def _numbered_lines(text: str) -> Iterator[tuple[int, str]]:
     return enumerate(lines, 1)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per section, and nothing mutates them
 class _ChunkResult:
     start: int
     sections: tuple[Section, ...]
@@ -147,7 +158,7 @@ def _shift_section(s: Section, delta: int) -> Section:
     make = build.directive
     h = s.header
     file = h.file
-    return Section(
+    return build.section(
         make(file, h.line + delta, h.tokens, False),
         tuple([make(file, d.line + delta, d.tokens, False) for d in s.directives]),
         s.end_line + delta,
@@ -232,11 +243,19 @@ _LINES: dict[str, tuple[Token, ...]] = {}
 _LINES_MAX = 50_000
 
 
+_DIRECTIVE_PARTS = build.directive_parts()
+
+
 def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _ChunkResult | None:
     """The common case without the general walker: one section of plain lines.
 
     Returns None for anything else (a scope line, a 64-word line, a second header, text
     before the header), which the walker then handles.
+
+    This loop is the cold path: a never-seen 7,000-line config spends most of its parse
+    here. So tokens and directives are built inline — the same objects ``fast_tokens`` and
+    ``build.directive`` make (``test_cache_is_transparent`` compares them with the walker's)
+    — without a function call per line or per token.
     """
     if not lines:
         return None
@@ -246,10 +265,15 @@ def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _Chunk
     header = build.directive(file, start, fast_tokens(lines[0], words), False)
     body: list[Directive] = []
     append = body.append
-    make = build.directive
+    new, set_value, set_raw, set_col, set_end, set_env = TOKEN_PARTS
+    _, set_file, set_line, set_tokens, set_cond = _DIRECTIVE_PARTS
+    by_column = intern_table(max(map(len, lines)))
     known = _LINES
+    keywords = SECTION_KEYWORDS
+    created = 0
     number = start
-    for line in lines[1:]:
+    for i in range(1, len(lines)):
+        line = lines[i]
         number += 1
         tokens = known.get(line)
         if tokens is None:
@@ -257,15 +281,43 @@ def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _Chunk
             if not words:
                 continue
             first = words[0]
-            if first[0] in "[." or first in SECTION_KEYWORDS or len(words) >= MAX_LINE_ARGS:
+            if first[0] in "[." or first in keywords or len(words) >= MAX_LINE_ARGS:
+                count_interned(created)
                 return None
-            tokens = fast_tokens(line, words)
+            indent = len(line) - len(line.lstrip())
+            if " ".join(words) == line[indent:]:
+                col = indent + 1  # single blanks between words: columns are running sums
+                out = []
+                for w in words:
+                    column = by_column[col]
+                    tok = column.get(w)
+                    end = col + len(w)
+                    if tok is None:
+                        tok = new(Token)
+                        set_value(tok, w)
+                        set_raw(tok, w)
+                        set_col(tok, col)
+                        set_end(tok, end - 1)
+                        set_env(tok, False)
+                        column[w] = tok
+                        created += 1
+                    out.append(tok)
+                    col = end + 1
+                tokens = tuple(out)
+            else:
+                tokens = fast_tokens(line, words)
             if len(known) >= _LINES_MAX:
                 known.clear()
             known[line] = tokens
-        append(make(file, number, tokens, False))
+        d = new(Directive)
+        set_file(d, file)
+        set_line(d, number)
+        set_tokens(d, tokens)
+        set_cond(d, False)
+        append(d)
+    count_interned(created)
     text = chunk if chunk.endswith("\n") else chunk + "\n"
-    section = Section(
+    section = build.section(
         header, tuple(body), start + len(lines) - 1, hashlib.sha256(text.encode()).hexdigest()
     )
     return _ChunkResult(start, (section,), ())
@@ -325,6 +377,8 @@ class _Walker:
 
     file: str
     version: str | None
+    any_version: bool = False
+    """Leave ``version_atleast()``/``version_before()`` undecided (see :func:`parse`)."""
     sections: list[Section] = field(default_factory=list)
     macros: list[Directive] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -474,7 +528,9 @@ class _Walker:
                 d.end_column,
             )
             return None
-        result = evaluate(" ".join(t.value for t in words), self.version)
+        result = evaluate(
+            " ".join(t.value for t in words), self.version, any_version=self.any_version
+        )
         if result.error is not None:
             start = words[0].column if words else d.end_column
             if certain:

@@ -17,16 +17,18 @@ import controller.validation.stage as stage_protocol
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.render import FileKind, SourceMap
 from controller.validation.syntax.filerefs import check_file_refs
+from controller.validation.syntax.gcpause import paused_gc
 from controller.validation.syntax.parser import parse
 from controller.validation.syntax.policy import check_policy, unknown_allow_names
 
 if TYPE_CHECKING:
     from controller.validation.stage import StageContext, StageOutcome
+    from controller.validation.syntax.model import ParsedConfig
 
 __all__ = ["SYNTAX_STAGE_VERSION", "SyntaxStage"]
 
 #: Bumped whenever a change here could turn a past verdict around (it feeds the fingerprint).
-SYNTAX_STAGE_VERSION = "1"
+SYNTAX_STAGE_VERSION = "2"
 
 
 class SyntaxStage:
@@ -51,17 +53,19 @@ class SyntaxStage:
             for name in unknown_allow_names(self.allow)
         ]
         parse_ms = 0.0
-        for entry in ctx.files:
-            if entry.kind is not FileKind.CONFIG:
-                continue
-            text = entry.content.decode("utf-8", "surrogateescape")
-            t0 = time.perf_counter()
-            parsed, found = parse(text, entry.path, haproxy_version=ctx.haproxy_version)
-            parse_ms += (time.perf_counter() - t0) * 1000
-            ctx.parsed[entry.path] = parsed
-            found.extend(check_policy(parsed, self.allow))
-            found.extend(check_file_refs(parsed, ctx.files))
-            out.extend(found)
+        with paused_gc():
+            for entry in ctx.files:
+                if entry.kind is not FileKind.CONFIG:
+                    continue
+                text = entry.content.decode("utf-8", "surrogateescape")
+                t0 = time.perf_counter()
+                parsed, found = parse(text, entry.path, haproxy_version=ctx.haproxy_version)
+                parse_ms += (time.perf_counter() - t0) * 1000
+                ctx.parsed[entry.path] = parsed
+                guarded = _for_any_version(parsed, text, entry.path, ctx.haproxy_version)
+                found.extend(check_policy(guarded, self.allow))
+                found.extend(check_file_refs(guarded, ctx.files))
+                out.extend(found)
         out = _with_template_locations(out, ctx.render.source_map)
         total_ms = (time.perf_counter() - started) * 1000
         return stage_protocol.StageOutcome(
@@ -71,6 +75,30 @@ class SyntaxStage:
                 "syntaxChecksMs": round(total_ms - parse_ms, 3),
             },
         )
+
+
+def _for_any_version(
+    parsed: ParsedConfig, text: str, path: str, version: str | None
+) -> ParsedConfig:
+    """The reading the directive policy and the file-reference rule judge.
+
+    Later stages judge what *this* binary loads, so a branch under
+    ``.if version_atleast(2.9)`` is dropped when checking with 2.8. But the bytes may be
+    deployed to a newer HAProxy, which would take that branch and run whatever it holds, so
+    the security checks read such branches as possibly active. Only literal conditions
+    (``.if 0``, ``.if streq(a,b)``) still switch lines off for them. The second parse is paid
+    only by files whose conditions test the version.
+    """
+    if version is None:
+        return parsed  # version tests were undecided already
+    for macro in parsed.macros:
+        if macro.keyword in _DECIDING and any(_VERSION_TEST in t.value for t in macro.tokens[1:]):
+            return parse(text, path, haproxy_version=version, any_version=True)[0]
+    return parsed
+
+
+_DECIDING = frozenset({".if", ".elif"})
+_VERSION_TEST = "version_"
 
 
 def _with_template_locations(

@@ -30,7 +30,17 @@ from controller.validation.syntax import build
 from controller.validation.syntax.keywords import MAX_LINE_ARGS, PSEUDO_VARIABLES
 from controller.validation.syntax.model import Token
 
-__all__ = ["BLANKS", "NEEDS_FULL", "LineError", "fast_tokens", "quote_word", "tokenize"]
+__all__ = [
+    "BLANKS",
+    "NEEDS_FULL",
+    "TOKEN_PARTS",
+    "LineError",
+    "count_interned",
+    "fast_tokens",
+    "intern_table",
+    "quote_word",
+    "tokenize",
+]
 
 #: C ``isspace`` in the C locale: the characters HAProxy treats as blanks.
 BLANKS = " \t\n\v\f\r"
@@ -48,6 +58,7 @@ _NAME_CHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123
 _SIMPLE_ESCAPES = {" ": " ", "\\": "\\", "t": "\t", "n": "\n", "r": "\r", "#": "#", "'": "'"}
 
 _BY_COLUMN: list[dict[str, Token]] = [{} for _ in range(512)]
+TOKEN_PARTS = build.token_parts()
 _INTERN_MAX = 200_000
 _interned = 0
 
@@ -85,6 +96,25 @@ def tokenize(
     return _full(line, line_no, file, section)
 
 
+def intern_table(width: int) -> list[dict[str, Token]]:
+    """The (column → word → token) table, at least ``width`` + 1 columns wide, for a caller
+    that interns the tokens of a whole block of lines inline; it reports what it added with
+    :func:`count_interned`."""
+    global _interned
+    if _interned > _INTERN_MAX:
+        for known in _BY_COLUMN:
+            known.clear()
+        _interned = 0
+    if len(_BY_COLUMN) <= width:
+        _BY_COLUMN.extend({} for _ in range(width + 1 - len(_BY_COLUMN)))
+    return _BY_COLUMN
+
+
+def count_interned(n: int) -> None:
+    global _interned
+    _interned += n
+
+
 def fast_tokens(line: str, words: list[str]) -> tuple[Token, ...]:
     """Tokens of a line that needs no unquoting (``words`` is ``line.split()``).
 
@@ -99,26 +129,38 @@ def fast_tokens(line: str, words: list[str]) -> tuple[Token, ...]:
 
 
 def _interned_tokens(line: str, words: list[str]) -> tuple[Token, ...]:
+    # The cold path's hottest loop: a never-seen 7,000-line config creates ~12,000 tokens here,
+    # so they are built inline (see ``build.token``) and the counter is bumped once per line.
     global _interned
     if _interned > _INTERN_MAX:
         for known in _BY_COLUMN:
             known.clear()
         _interned = 0
     by_column = _BY_COLUMN
-    make = build.token
+    new, set_value, set_raw, set_col, set_end, set_env = TOKEN_PARTS
     indent = len(line) - len(line.lstrip())
     out = []
+    created = 0
     if " ".join(words) == line[indent:]:
         col = indent + 1  # single blanks between words (the rendered norm): running sums
         for w in words:
             known = by_column[col]
             tok = known.get(w)
+            end = col + len(w)
             if tok is None:
-                tok = known[w] = make(w, w, col, col + len(w) - 1, False)
-                _interned += 1
+                tok = new(Token)
+                set_value(tok, w)
+                set_raw(tok, w)
+                set_col(tok, col)
+                set_end(tok, end - 1)
+                set_env(tok, False)
+                known[w] = tok
+                created += 1
             out.append(tok)
-            col += len(w) + 1
+            col = end + 1
+        _interned += created
         return tuple(out)
+    make = build.token
     pos = 0
     find = line.find
     for w in words:
@@ -127,9 +169,10 @@ def _interned_tokens(line: str, words: list[str]) -> tuple[Token, ...]:
         tok = known.get(w)
         if tok is None:
             tok = known[w] = make(w, w, pos + 1, pos + len(w), False)
-            _interned += 1
+            created += 1
         out.append(tok)
         pos += len(w)
+    _interned += created
     return tuple(out)
 
 

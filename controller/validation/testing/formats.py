@@ -2,7 +2,8 @@
 
 JUnit has one test case per embedded test (a failed assertion is a ``failure``, a test that
 could not run an ``error``), with diffs of failed ``equals``/``deterministic`` assertions in
-the failure text, where CI systems show them.
+the failure text, where CI systems show them. A config that fails lint gets one failing
+``lint`` case instead, so CI counts a failure rather than an empty, green suite.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import xml.etree.ElementTree as ET
 from typing import Literal, get_args
 
 from controller.diagnostics import Severity
+from controller.validation.report import ValidationReport
 from controller.validation.testing.model import SuiteReport, TestResult, TestStatus
 
 __all__ = ["TEST_FORMATS", "format_suite"]
@@ -57,8 +59,26 @@ def _details(t: TestResult) -> list[str]:
     return lines
 
 
+def _lint_lines(lint: ValidationReport) -> list[str]:
+    lines: list[str] = []
+    for d in lint.errors:
+        where = ""
+        if d.location is not None:
+            where = d.location.file + (f":{d.location.line}" if d.location.line else "") + ": "
+        lines.append(f"  {where}{d.rule_id} {d.message}")
+    return lines
+
+
+def _lint_summary(lint: ValidationReport) -> str:
+    n = len(lint.errors)
+    return f"{n} lint error(s); the controller would refuse this config, so no test ran"
+
+
 def _text(report: SuiteReport) -> str:
     out: list[str] = []
+    if report.lint is not None and not report.lint.valid:
+        out.append(f"FAIL lint: {_lint_summary(report.lint)}")
+        out.extend(_lint_lines(report.lint))
     for t in report.tests:
         out.append(f"{_LABEL[t.status]} {t.name} ({t.duration_ms:.0f} ms)")
         out.extend(_details(t))
@@ -75,6 +95,18 @@ def _junit(report: SuiteReport) -> str:
     suites = ET.Element("testsuites", name=name)
     suite = ET.SubElement(suites, "testsuite", name=name)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    if report.lint is not None and not report.lint.valid:
+        totals["tests"] += 1
+        totals["failures"] += 1
+        case = ET.SubElement(suite, "testcase", classname=report.config, name="lint", time="0.000")
+        first = report.lint.errors[0] if report.lint.errors else None
+        el = ET.SubElement(
+            case,
+            "failure",
+            type=first.rule_id if first else "lint",
+            message=_lint_summary(report.lint),
+        )
+        el.text = "\n".join(x.strip() for x in _lint_lines(report.lint)) or None
     for t in report.tests:
         totals["tests"] += 1
         case = ET.SubElement(

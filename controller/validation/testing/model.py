@@ -3,6 +3,8 @@
 A test's findings are ordinary :class:`Diagnostic` objects (``E8060`` for a failed
 assertion, ``E8061`` for a test that could not run), and a test that validated carries the
 full :class:`ValidationReport`, so tooling reading ``htc validate`` output reads this too.
+A config that fails lint carries the lint report instead of test results: a suite must not
+pass for a config the controller would refuse.
 """
 
 from __future__ import annotations
@@ -69,8 +71,11 @@ class TestResult(_Wire):
 
 class SuiteReport(_Wire):
     config: str
-    """Name of the HAProxyTemplateConfig."""
+    """Name of the HAProxyTemplateConfig (its file when it did not load)."""
     passed: bool
+    lint: ValidationReport | None = None
+    """The lint report, present when the config did not load or lint found errors. The
+    controller would refuse such a config, so its tests did not run and the suite fails."""
     tests: list[TestResult] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
     """total, passed, failed, error."""

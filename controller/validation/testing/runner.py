@@ -209,6 +209,18 @@ class TestRunner:
             raise _FixtureError(f"the store cannot be built: {exc}") from None
         for coll in sorted(fixtures):
             objs = list(fixtures[coll])
+            seen: dict[tuple[str, str], int] = {}
+            for i, obj in enumerate(objs):
+                key = _identity(obj, coll, i)
+                if key in seen:
+                    what = "/".join(k for k in key if k)
+                    raise _FixtureError(
+                        f"fixture {coll}[{i}] is {what} again (as {coll}[{seen[key]}]); the "
+                        "store holds one object per namespace/name, so one of them would be "
+                        "silently dropped",
+                        (coll, i),
+                    )
+                seen[key] = i
             for i in reversed(range(len(objs))) if reverse else range(len(objs)):
                 try:
                     store.apply(coll, objs[i])
@@ -253,6 +265,41 @@ class TestRunner:
             report=report,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
+
+
+def _identity(obj: object, coll: str, i: int) -> tuple[str, str]:
+    """(namespace, name) of a fixture, or a precise reason why it has none.
+
+    YAML turns ``name: 123`` into a number; the store would only say the name is missing,
+    which sends the author looking in the wrong place.
+    """
+    where = f"fixture {coll}[{i}]"
+    if not isinstance(obj, Mapping):
+        raise _FixtureError(f"{where} is {_kind(obj)}, not an object", (coll, i))
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        got = "missing" if meta is None else _kind(meta)
+        raise _FixtureError(f"{where}: metadata is {got}, not a mapping", (coll, i))
+    out: list[str] = []
+    for field in ("namespace", "name"):
+        value = meta.get(field)
+        if value is None and field == "namespace":
+            out.append("")
+            continue
+        if not isinstance(value, str):
+            got = "missing" if value is None else f"{value!r} ({_kind(value)})"
+            hint = f'; quote it: {field}: "{value}"' if isinstance(value, int | float) else ""
+            raise _FixtureError(
+                f"{where}: metadata.{field} is {got}, not a string{hint}", (coll, i)
+            )
+        out.append(value)
+    return out[0], out[1]
+
+
+def _kind(value: object) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}
+    names |= {list: "a list", dict: "a mapping"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 class _FixtureError(Exception):

@@ -50,6 +50,27 @@ def test_levels_contexts_and_locations() -> None:
     )
 
 
+def test_capitalised_parsing_prefix_is_a_parser_location() -> None:
+    [msg] = parse_output(
+        "[ALERT]    (7) : config : Parsing [haproxy.cfg:7]: failed to parse log-format : "
+        "format variable 'tr' is reserved for HTTP mode.\n"
+    )
+    assert (msg.file, msg.line, msg.parsing) == ("haproxy.cfg", 7, True)
+    assert msg.text.startswith("failed to parse log-format")
+
+
+def test_declared_at_is_the_location_when_nothing_else_is() -> None:
+    [l6, dup] = parse_output(
+        "[WARNING]  (7) : config : Proxy 'fe': L6 sample fetches ignored on HTTP proxies "
+        "(declared at haproxy.cfg:10).\n"
+        "[ALERT]    (7) : config : Parsing [haproxy.cfg:13]: resolvers 'r' has same name as "
+        "another resolvers (declared at haproxy.cfg:12).\n"
+    )
+    assert (l6.file, l6.line) == ("haproxy.cfg", 10)
+    # After a parsing prefix, "declared at" names the first definition, not the offender.
+    assert (dup.file, dup.line, dup.parsing) == ("haproxy.cfg", 13, True)
+
+
 def test_continuations_and_stray_output() -> None:
     text = (
         "hello from lua\n"

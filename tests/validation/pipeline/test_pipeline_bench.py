@@ -53,4 +53,6 @@ def test_benchmark_prints_one_json_object(haproxy_bin: str) -> None:
     assert result["ingresses"] == 1000 and result["files"] >= 2
     assert result["haproxyVersion"].startswith(("2.6.", "2.8."))
     assert result["cacheHitMs"] <= 5.0
-    assert result["cold"]["pipelineOwnMs"] < 10.0
+    # Wall time minus the stages: below zero means the breakdown counts a stage twice (or
+    # misses overlap), which would make any upper bound meaningless.
+    assert 0.0 <= result["cold"]["pipelineOwnMs"] < 10.0

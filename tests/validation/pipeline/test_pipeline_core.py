@@ -18,6 +18,9 @@ from controller.validation.report import BudgetExhaustion
 
 
 def pipeline(st: list[FakeStage], **kw: object) -> Pipeline:
+    # Sequential, so the stages' call log shows the order of the contract itself;
+    # test_pipeline_overlap proves overlapped runs report exactly the same.
+    kw.setdefault("overlap", False)
     return Pipeline(st, haproxy_version="2.8.25", cache=None, **kw)  # type: ignore[arg-type]
 
 
@@ -212,19 +215,18 @@ async def test_check_hands_out_validated_file_set_only_when_valid() -> None:
         ValidatedFileSet(render_of().files, good.report, "x", _token=object())
 
 
-async def test_stage_context_carries_version_and_options() -> None:
+async def test_stage_context_carries_version_and_files() -> None:
     seen: dict[str, object] = {}
 
     class Probe(FakeStage):
         async def run(self, ctx):  # type: ignore[no-untyped-def]
             seen["version"] = ctx.haproxy_version
-            seen["nobuiltin"] = ctx.disable_builtin_rules
             seen["cfg"] = ctx.files.main.content.decode()
             return await super().run(ctx)
 
     p = pipeline([Probe(Phase.RULES)])
-    await p.validate(render_of(), options=ValidationOptions(disable_builtin_rules=True))
-    assert seen == {"version": "2.8.25", "nobuiltin": True, "cfg": CFG}
+    await p.validate(render_of())
+    assert seen == {"version": "2.8.25", "cfg": CFG}
 
 
 def test_duplicate_phase_is_refused() -> None:

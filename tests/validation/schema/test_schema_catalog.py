@@ -99,3 +99,17 @@ def test_time_size_and_int_conversions() -> None:
 def test_bad_grammar_is_refused(grammar: str) -> None:
     with pytest.raises(GrammarError):
         parse_args(grammar)
+
+
+def test_a_bang_marks_a_range_both_binaries_refuse() -> None:
+    assert parse_type("int(0..256)!").schema == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 256,
+        "x-checked": True,
+    }
+    assert "x-checked" not in parse_type("int(0..256)").schema
+    (arg,) = parse_args("value:uint!?")
+    assert arg.arity == "?" and arg.type.schema["x-checked"] is True
+    with pytest.raises(GrammarError):
+        parse_type("str!")

@@ -28,11 +28,11 @@ def rules(family: str, text: str, parse: Parse) -> list[str]:
     ("text", "per_family"),
     [
         # added in 2.8
-        ("global\n    tune.disable-fast-forward\n", {"2.6": ["E3001"], "2.8": [], "3.2": []}),
-        ("backend b\n    server s 127.0.0.1:1 shard 1\n", {"2.6": ["E3006"], "2.8": []}),
+        ("global\n    tune.disable-fast-forward\n", {"2.6": ["W3015"], "2.8": [], "3.2": []}),
+        ("backend b\n    server s 127.0.0.1:1 shard 1\n", {"2.6": ["W3016"], "2.8": []}),
         (
             "frontend f\n    http-request set-bandwidth-limit lim\n",
-            {"2.6": ["E3006"], "2.8": []},
+            {"2.6": ["W3016"], "2.8": []},
         ),
         # deprecated in 2.6, removed in 2.7
         ("defaults\n    bind-process 1\n", {"2.6": ["W3008"], "2.8": ["E3007"], "3.0": ["E3007"]}),
@@ -58,7 +58,8 @@ def test_keywords_by_version(text: str, per_family: dict[str, list[str]], cfg: P
 
 def test_unknown_keyword_suggests_the_closest_one(cfg: Parse) -> None:
     (d,) = findings("2.8", "global\n    maxconm 100\n", cfg)
-    assert d.rule_id == "E3001" and d.severity is Severity.ERROR
+    # a warning: the schema cannot know every keyword of every build; haproxy -c decides
+    assert d.rule_id == "W3015" and d.severity is Severity.WARNING
     assert d.suggested_fix == "did you mean 'maxconn'?"
     assert d.location is not None
     assert (d.location.line, d.location.column, d.location.end_column) == (2, 5, 11)
@@ -67,39 +68,40 @@ def test_unknown_keyword_suggests_the_closest_one(cfg: Parse) -> None:
 def test_unknown_action_and_option_suggest_too(cfg: Parse) -> None:
     text = "frontend f\n    http-request set-headr X y\n    option dontlognul\n"
     a, b = findings("2.8", text, cfg)
-    assert (a.rule_id, a.suggested_fix) == ("E3006", "did you mean 'set-header'?")
+    assert (a.rule_id, a.suggested_fix) == ("W3016", "did you mean 'set-header'?")
     assert a.location is not None and a.location.column == 18
-    assert (b.rule_id, b.suggested_fix) == ("E3006", "did you mean 'dontlognull'?")
+    assert (b.rule_id, b.suggested_fix) == ("W3016", "did you mean 'dontlognull'?")
 
 
 def test_keyword_of_another_section_kind_says_where_it_belongs(cfg: Parse) -> None:
     (d,) = findings("2.8", "backend b\n    nameserver dns1 127.0.0.1:53\n", cfg)
-    assert d.rule_id == "E3001" and "'resolvers'" in d.message
+    assert d.rule_id == "W3015" and "'resolvers'" in d.message
 
 
 def test_keyword_from_a_newer_version_says_since_when(cfg: Parse) -> None:
     (d,) = findings("2.6", "global\n    prealloc-fd\n", cfg)
-    assert d.rule_id == "E3001" and "since 2.8" in d.message
+    assert d.rule_id == "W3015" and "since 2.8" in d.message
 
 
 @pytest.mark.parametrize(
     ("line", "rule", "fragment"),
     [
         ("server s 127.0.0.1:80 weight 300", "E3004", "<= 256"),
-        ("server s 127.0.0.1:80 weight ten", "E3004", "must be an integer (got 'ten')"),
+        # HAProxy reads 'ten' as 0 and loads the line: advice, not an error
+        ("server s 127.0.0.1:80 weight ten", "W3017", "must be an integer (got 'ten')"),
         ("server s 127.0.0.1:80 inter 0", "E3004", "> 0 ms"),
         ("server s 127.0.0.1:80 inter 2x", "E3004", "a time such as 5s"),
-        ("server s 127.0.0.1:80 maxconn -5", "E3004", ">= 0"),
+        ("server s 127.0.0.1:80 maxconn -5", "W3017", ">= 0"),
         ("server s 127.0.0.1:80 verify sometimes", "E3004", "one of none, required"),
         ("server s 127.0.0.1:80 init-addr last,dns", "E3004", ""),
-        ("server s 127.0.0.1:80 check inter", "E3005", "expects a time"),
-        ("server s 127.0.0.1:80 chek", "E3006", "did you mean"),
+        ("server s 127.0.0.1:80 check inter", "W3017", "expects a time"),
+        ("server s 127.0.0.1:80 chek", "W3016", "did you mean"),
         ("server s", "E3005", "missing argument <address>"),
         ("timeout server 25d", "E3004", "<= 2147483647 ms"),
-        ("timeout server 5s 6s", "E3005", "unexpected argument(s) '6s'"),
+        ("timeout server 5s 6s", "W3017", "unexpected argument(s) '6s'"),
         ("balance roundrobn", "E3004", "not an accepted value"),
         ("mode https", "E3004", "one of tcp, http"),
-        ("use_backend x if", "E3005", "empty condition"),
+        ("use_backend x if", "W3017", "empty condition"),
     ],
 )
 def test_values_are_checked(line: str, rule: str, fragment: str, cfg: Parse) -> None:
@@ -180,3 +182,50 @@ def test_undescribed_section_is_informational() -> None:
 def test_acme_section_is_open_in_32(cfg: Parse) -> None:
     assert rules("3.2", "acme le\n    directory https://example.com/dir\n", cfg) == []
     assert rules("3.0", "acme le\n    directory https://example.com/dir\n", cfg) == ["E3009"]
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        # build-optional modules this schema does not describe (QUIC, 51Degrees, DeviceAtlas,
+        # WURFL): a build that has them accepts these lines, so they must never block
+        ("global\n    tune.quic.frontend.max-idle-timeout 30s\n", "W3015"),
+        ("global\n    51degrees-data-file /etc/51d.dat\n", "W3015"),
+        ("global\n    deviceatlas-json-file /etc/da.json\n", "W3015"),
+        ("global\n    wurfl-data-file /etc/wurfl.zip\n", "W3015"),
+        ("frontend f\n    bind quic4@:443 quic-cc-algo cubic ssl crt site.pem\n", "W3016"),
+        ("frontend f\n    http-request lua.auth if TRUE\n", "W3016"),
+        # a keyword a later patch release of the family may have gained
+        ("global\n    tune.h2.fe.glitches-threshold 100\n", "W3015"),
+    ],
+)
+def test_keywords_the_schema_does_not_know_only_warn(text: str, rule: str, cfg: Parse) -> None:
+    got = findings("2.6", text, cfg)
+    assert [d.rule_id for d in got] == [rule]
+    assert got[0].severity is Severity.WARNING
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        # HAProxy reads numbers with atoi: these load, with another value than written
+        ("global\n    maxconn 10x\n", "W3017"),
+        ("global\n    maxconn -1\n", "W3017"),
+        ("backend b\n    server s 127.0.0.1:80 weight 4294967296\n", "W3017"),
+        ("backend b\n    retries 3 4\n", "W3017"),
+        # ranges both binaries refuse (marked '!' in the data)
+        ("global\n    tune.http.maxhdr 0\n", "E3004"),
+        ("backend b\n    server s 127.0.0.1:80 weight 257\n", "E3004"),
+    ],
+)
+def test_number_findings_are_errors_only_where_haproxy_refuses(
+    text: str, rule: str, cfg: Parse
+) -> None:
+    assert rules("2.8", text, cfg) == [rule]
+
+
+def test_keywords_the_reviewer_found_missing_are_known(cfg: Parse) -> None:
+    assert rules("2.6", "global\n    max-spread-checks 2s\n", cfg) == []
+    assert rules("2.8", "backend b\n    dynamic-cookie-key abc\n", cfg) == []
+    assert rules("2.8", "peers p\n    shards 2\n", cfg) == []
+    assert rules("2.6", "peers p\n    shards 2\n", cfg) == ["W3015"]

@@ -43,7 +43,7 @@ def test_keyed_maps_deep_merge_and_constraints_replace(cfg: Parse) -> None:
     weight = engine.document["definitions"]["backend"]["properties"]["server"]["properties"][
         "options"
     ]["properties"]["weight"]
-    assert weight == {"type": "integer", "minimum": 0, "maximum": 100}
+    assert weight == {"type": "integer", "minimum": 0, "maximum": 100, "x-checked": True}
     options = engine.document["definitions"]["backend"]["properties"]["server"]["properties"][
         "options"
     ]["properties"]

@@ -25,7 +25,7 @@ async def test_stage_reports_every_parsed_config_with_locations() -> None:
     got = [
         (d.rule_id, d.phase, d.location.line if d.location else None) for d in outcome.diagnostics
     ]
-    assert got == [("E3001", Phase.SCHEMA, 2), ("E3004", Phase.SCHEMA, 4)]
+    assert got == [("W3015", Phase.SCHEMA, 2), ("E3004", Phase.SCHEMA, 4)]
     tl = outcome.diagnostics[1].template_location
     assert tl is not None and (tl.template, tl.line) == ("haproxy.cfg.j2", 104)
     assert outcome.budget is None

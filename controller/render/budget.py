@@ -1,0 +1,139 @@
+"""The time and size budget of one render.
+
+The sandbox bounds single operations (``range``, ``*``, ``**``), but not their combination:
+two nested loops over ``range(100000)`` run for hours, and ``{{ 'x' * 1000000 }}`` inside a
+loop fills memory a megabyte per iteration. Both would stall the reconcile loop and the
+admission webhook, which share the controller. So every render carries a :class:`Meter`,
+charged from the hooks the generated template code already calls:
+
+* every ``{{ expression }}`` output (``environment.htc_text``) — its length;
+* every buffer join (``environment.concat``: macro bodies, ``caller()``, ``{% set %}`` and
+  ``{% filter %}`` blocks) — the joined length;
+* every loop iteration (``environment.htc_loop``, wrapped around each ``for`` iterable by
+  the code generator) — the literal text of the loop body, known at compile time.
+
+Text is counted where it is produced, so a macro's result is counted when it is built and
+again when it is output; the limit is on the work done, not on the final size (which the
+renderer checks exactly, in bytes, before joining an output). The clock is read on every
+256th charge: cheap enough for renders of 10,000 Ingresses, frequent enough to stop a loop
+within milliseconds of its deadline.
+
+The limits are ``spec.render`` (defaults: 30 s and 64 MiB; the quickstart over 10,000
+Ingresses takes about 2 s and 4.4 MB counted, for 3.9 MB of files).
+
+The meter lives in a context variable, so renders in different threads (reconcile and
+admission) each see their own; outside a render the hooks charge nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from controller.resources.frozen import FrozenDict
+
+__all__ = [
+    "BudgetExceeded",
+    "Meter",
+    "current",
+    "metered_loop",
+]
+
+_CHECK_EVERY = 256
+
+
+class BudgetExceeded(Exception):
+    """Raised inside a template when the render's budget is spent.
+
+    Templates have no ``try``, and no filter of ours catches a broad ``Exception``, so it
+    travels straight up to the renderer, which turns it into a budget record.
+    """
+
+    def __init__(self, budget: str, limit: float, used: float) -> None:
+        self.budget, self.limit, self.used = budget, limit, used
+        if budget == "renderTime":
+            text = f"the render ran longer than its budget of {limit:g}s (spec.render.timeout)"
+        else:
+            text = (
+                f"the render produced more than its budget of {int(limit):,} bytes of text "
+                "(spec.render.maxOutputBytes)"
+            )
+        super().__init__(text)
+
+
+@dataclass(slots=True)
+class Meter:
+    """What one render may still spend: text (``max_chars``) and time (``deadline``)."""
+
+    timeout: float
+    max_chars: int
+    used_chars: int = 0
+    spent: float = 0.0
+    """Seconds of template execution of the outputs already finished."""
+    deadline: float = float("inf")
+    started: float = 0.0
+    _ticks: int = 0
+
+    def start(self) -> None:
+        """Begin (or resume) charging time, for the next output."""
+        self.started = time.perf_counter()
+        self.deadline = self.started + self.timeout - self.spent
+
+    def stop(self) -> None:
+        """Stop charging time (hooks and rules run between outputs on their own budgets)."""
+        self.spent += time.perf_counter() - self.started
+        self.deadline = float("inf")
+
+    def charge(self, chars: int) -> None:
+        used = self.used_chars + chars
+        self.used_chars = used
+        if used > self.max_chars:
+            raise BudgetExceeded("outputBytes", self.max_chars, used)
+        self._ticks += 1
+        if not self._ticks % _CHECK_EVERY:
+            self.check_time()
+
+    def check_time(self) -> None:
+        now = time.perf_counter()
+        if now > self.deadline:
+            raise BudgetExceeded("renderTime", self.timeout, self.spent + now - self.started)
+
+
+_CURRENT: ContextVar[Meter | None] = ContextVar("htc_render_meter", default=None)
+
+
+def current() -> ContextVar[Meter | None]:
+    """The context variable the renderer sets for the duration of a render."""
+    return _CURRENT
+
+
+_SMALL = 64
+"""Loops over at most this many items are charged up front (see :func:`metered_loop`)."""
+
+_SIZED = frozenset({list, tuple, range, dict, FrozenDict})
+
+
+def metered_loop(iterable: Iterable[object], chars: int) -> Iterable[object]:
+    """``for`` over ``iterable``, charging ``chars`` (the body's literal text) per item.
+
+    Most loops of a configuration template are short (the ports of a Service, the endpoints
+    of a slice) and run thousands of times: those are charged once, up front, and iterate
+    natively. A long loop is charged item by item, so that even a body without output (a
+    ``{% set %}`` growing a string) meets the clock.
+    """
+    meter = _CURRENT.get()
+    if meter is None:
+        return iterable
+    if type(iterable) in _SIZED and len(iterable) <= _SMALL:  # type: ignore[arg-type]
+        meter.charge(len(iterable) * chars)  # type: ignore[arg-type]
+        return iterable
+    return _each(iterable, chars, meter)
+
+
+def _each(iterable: Iterable[object], chars: int, meter: Meter) -> Iterator[object]:
+    charge = meter.charge
+    for item in iterable:
+        charge(chars)
+        yield item

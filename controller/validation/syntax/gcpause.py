@@ -1,0 +1,68 @@
+"""Keeping the cyclic garbage collector out of the syntax stage.
+
+A cold parse of a 7,000-line configuration allocates some 40,000 container objects (tokens,
+directives, sections, tuples) that all survive: they *are* the result, and none of them forms
+a reference cycle. The collector, triggered every 700 allocations, walks them again and again
+and frees nothing — measured: about 2.5 ms of a 30 ms stage, occasionally a full collection of
+the whole heap — and the syntax stage is on the path every candidate must clear before
+``haproxy -c`` may start. Paused, the young objects are examined once, later, by the first
+collection after the pause; correctness and memory are unaffected (memory is still freed by
+reference counting; cycles are only collected later).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["GcPause", "paused_gc"]
+
+_lock = threading.Lock()
+_depth = 0
+_resume = False
+
+
+class GcPause:
+    """One pause that can end at a point of the caller's choosing (the pipeline ends its
+    pause once ``haproxy -c`` has been spawned, so the deferred collection runs while the
+    check does). :meth:`end` is idempotent. Pauses nest and may overlap across threads:
+    collection is enabled again only when the last one ends, and only if it was enabled
+    when the first one began."""
+
+    __slots__ = ("_active",)
+
+    def __init__(self) -> None:
+        self._active = False
+
+    def begin(self) -> GcPause:
+        global _depth, _resume
+        with _lock:
+            if not self._active:
+                self._active = True
+                if _depth == 0:
+                    _resume = gc.isenabled()
+                    gc.disable()
+                _depth += 1
+        return self
+
+    def end(self) -> None:
+        global _depth
+        with _lock:
+            if not self._active:
+                return
+            self._active = False
+            _depth -= 1
+            if _depth == 0 and _resume:
+                gc.enable()
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Disable automatic collection for the block (see :class:`GcPause`)."""
+    pause = GcPause().begin()
+    try:
+        yield
+    finally:
+        pause.end()

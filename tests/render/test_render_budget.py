@@ -1,0 +1,142 @@
+"""Render budgets: a template that loops too long or produces too much text is stopped, reported
+at its line as E1012, and recorded as a budget (analysis incomplete), without stalling."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from render_kit import quickstart_spec, render, spec
+
+from controller.diagnostics import Phase
+from controller.render import Renderer
+from controller.render.budget import BudgetExceeded, Meter, current, metered_loop
+from controller.resources import Store
+from controller.spec.models import HAProxyTemplateConfigSpec, RenderSettings
+from controller.validation import Pipeline, ReportStatus
+
+
+def budgeted(s: HAProxyTemplateConfigSpec, **limits: Any) -> HAProxyTemplateConfigSpec:
+    return s.model_copy(update={"render": RenderSettings.model_validate(limits)})
+
+
+def test_nested_loops_stop_at_the_deadline_with_a_budget_record() -> None:
+    s = budgeted(
+        spec(
+            "global\n{% for a in range(100000) %}{% for b in range(100000) %}"
+            "{% endfor %}{% endfor %}\n",
+            maps={"a.map": "x\n"},
+        ),
+        timeout="200ms",
+    )
+    started = time.perf_counter()
+    r = render(s)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 2.0  # 10**10 iterations otherwise
+    assert [(b.phase, b.budget, b.limit) for b in r.budgets] == [("render", "renderTime", 0.2)]
+    assert r.budgets[0].used is not None and r.budgets[0].used >= 0.2
+    [diag] = [d for d in r.diagnostics if d.rule_id == "E1012"]
+    assert diag.template_location is not None
+    assert (diag.template_location.template, diag.template_location.line) == ("haproxy.cfg", 2)
+    assert "spec.render.timeout" in diag.message
+    assert r.outputs["haproxy.cfg"].state == "failed" and not r.ok
+
+
+def test_a_loop_without_output_meets_the_clock_too() -> None:
+    # No {{ }} and no literal text: only the per-item charge of a long loop sees it.
+    s = budgeted(
+        spec(
+            "{% set ns = namespace(s='') %}"
+            "{% for a in range(100000) %}{% set ns.s = ns.s ~ ('y' * 10000) %}{% endfor %}"
+        ),
+        timeout="200ms",
+    )
+    started = time.perf_counter()
+    r = render(s)
+    assert time.perf_counter() - started < 3.0
+    assert [b.budget for b in r.budgets] == ["renderTime"]
+
+
+def test_repeated_large_strings_stop_at_the_size_budget() -> None:
+    s = budgeted(spec("global\n{% for a in range(5000) %}{{ 'x' * 1000000 }}{% endfor %}\n"))
+    r = render(s)
+    assert [(b.budget, b.limit) for b in r.budgets] == [("outputBytes", 64 * 1024 * 1024)]
+    assert r.budgets[0].used is not None and r.budgets[0].used > 64 * 1024 * 1024
+    [diag] = [d for d in r.diagnostics if d.rule_id == "E1012"]
+    assert diag.template_location is not None and diag.template_location.line == 2
+    assert "spec.render.maxOutputBytes" in diag.message
+    assert "haproxy.cfg" not in r.files
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for a in range(100000) %}literal text only {% endfor %}",  # charged per item
+        "{% macro m() %}{{ 'z' * 1000 }}{% endmacro %}{% set x %}{{ m() }}{% endset %}",  # joins
+        "{% for a in range(20) %}{% include 'big' %}{% endfor %}",  # only the final size sees it
+    ],
+    ids=["loop-literal", "macro-join", "include-in-loop"],
+)
+def test_every_way_of_producing_text_is_counted(template: str) -> None:
+    s = budgeted(spec(template, snippets={"big": "b" * 5000}), max_output_bytes=2048)
+    r = render(s)
+    assert [b.budget for b in r.budgets] == ["outputBytes"], r.diagnostics
+
+
+def test_the_rest_of_the_render_is_blocked_once_a_budget_ran_out() -> None:
+    s = budgeted(
+        spec(
+            "global\n",
+            maps={"a.map": "{% for a in range(100000) %}abcdefghij{% endfor %}", "z.map": "z\n"},
+        ),
+        max_output_bytes=4096,
+    )
+    r = render(s)
+    # outputs render in graph order, ties by name: a.map runs out, the others are not tried
+    states = {n: o.state for n, o in r.outputs.items()}
+    assert states == {"a.map": "failed", "haproxy.cfg": "blocked", "z.map": "blocked"}
+    blocked = [d for d in r.diagnostics if d.rule_id == "E1008"]
+    assert len(blocked) == 2 and all("E1012" in d.message for d in blocked)
+    assert len(r.budgets) == 1 and len(r.files) == 0
+
+
+def test_the_budget_counts_template_time_only_and_resets_per_render() -> None:
+    s = budgeted(spec("{% for a in range(3000) %}{{ a }}{% endfor %}\n"), max_output_bytes=20000)
+    renderer = Renderer(s)
+    store = Store.from_spec(s)
+    for _ in range(3):  # each render has its own meter: three renders fit, as one does
+        r = renderer.render(store.snapshot())
+        assert r.ok and r.budgets == ()
+    assert current().get() is None  # nothing leaks out of a render
+
+
+def test_an_ordinary_render_fits_the_defaults_with_room() -> None:
+    s = quickstart_spec()
+    assert (s.render.timeout, s.render.max_output_bytes) == (30.0, 64 * 1024 * 1024)
+    r = Renderer(s).render(Store.from_spec(s).snapshot())
+    assert r.budgets == ()
+
+
+def test_outside_a_render_loops_are_not_metered() -> None:
+    assert list(metered_loop(range(3), 10)) == [0, 1, 2]
+    meter = Meter(timeout=1.0, max_chars=25)
+    token = current().set(meter)
+    try:
+        meter.start()
+        assert list(metered_loop([1, 2], 10)) == [1, 2]  # short: charged up front
+        with pytest.raises(BudgetExceeded):
+            list(metered_loop(range(1000), 1))  # long: charged per item
+    finally:
+        current().reset(token)
+
+
+async def test_the_pipeline_reports_a_render_budget_as_analysis_incomplete() -> None:
+    s = budgeted(spec("global\n{% for a in range(100000) %}{{ 'x' * 100 }}{% endfor %}\n"))
+    s = budgeted(s, max_output_bytes=4096)
+    report = await Pipeline([], haproxy_version="2.8.25", cache=None).validate(render(s))
+    assert report.status is ReportStatus.ANALYSIS_INCOMPLETE and not report.valid
+    assert [(b.phase, b.budget) for b in report.metadata.budget_exhaustions] == [
+        (Phase.RENDER, "outputBytes")
+    ]
+    assert "E1012" in report.rule_ids()

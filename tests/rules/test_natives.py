@@ -1,0 +1,115 @@
+"""Native list functions: sets.* and regex.extractAll, and the quickstart rule built on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from rules_helpers import make_spec, rule, ruled_render
+
+from controller.validation.rules import Isolation, RuleSet
+from controller.validation.rules.budget import is_cheap
+from controller.validation.rules.cel import EvalError, compile_expression, evaluate
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "config.yaml"
+
+
+def cel(expression: str, **data: object) -> object:
+    return evaluate(compile_expression(expression), {"self": data})
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("sets.contains([1, 2, 3], [3, 1])", True),
+        ("sets.contains([1, 2], [4])", False),
+        ("sets.contains([], [])", True),
+        ("sets.contains([1], [1.0])", True),  # CEL equality across numbers
+        ("sets.contains([1], [true])", False),  # but a bool is not a number
+        ("sets.contains([{'a': [1]}], [{'a': [1]}])", True),
+        ("sets.equivalent([1, 1, 2], [2, 1])", True),
+        ("sets.equivalent([1], [1, 2])", False),
+        ("sets.intersects(['a', 'b'], ['c', 'b'])", True),
+        ("sets.intersects(['a'], [])", False),
+    ],
+)
+def test_sets(expression: str, expected: bool) -> None:
+    assert cel(expression) is expected
+
+
+def test_extract_all() -> None:
+    text = "backend a\n    server x\nbackend b\n# backend c\n"
+    assert cel(r"regex.extractAll(self.t, r'(?m)^backend (\S+)')", t=text) == ["a", "b"]
+    assert cel(r"regex.extractAll(self.t, r'backend \S+')", t=text) == [
+        "backend a",
+        "backend b",
+        "backend c",
+    ]
+    assert cel(r"regex.extractAll(self.t, r'(?m)^# (x)?backend')", t=text) == []  # no group
+    with pytest.raises(EvalError, match="at most one capture group"):
+        cel(r"regex.extractAll(self.t, r'(a)(b)')", t=text)
+    with pytest.raises(EvalError, match="invalid regular expression"):
+        cel("regex.extractAll(self.t, '(')", t=text)
+
+
+def test_a_rule_calling_them_is_never_cheap() -> None:
+    """No iteration budget bounds their work, so the time budget must: they run forked."""
+    spec = make_spec(cfg_rules=[rule("r", "sets.contains(self.lines, ['global'])")])
+    [r] = RuleSet.from_spec(spec).rules
+    assert r.refs.iterates and not is_cheap([r], 1)
+
+
+def _quickstart_rule(name: str) -> dict[str, object]:
+    doc = yaml.safe_load(QUICKSTART.read_text())
+    [found] = [r for r in doc["spec"]["haproxyConfig"]["validate"]["rules"] if r["name"] == name]
+    return dict(found)
+
+
+CFG = """\
+global
+    maxconn 10
+
+frontend fe
+    bind 127.0.0.1:18080
+    use_backend %[var(txn.backend)]
+
+backend be_a
+    server s 127.0.0.1:1
+
+backend be_b
+    server s 127.0.0.1:2
+"""
+
+
+@pytest.mark.parametrize("isolation", [Isolation.NEVER, Isolation.ALWAYS])
+def test_the_quickstart_map_rule_catches_a_missing_backend(isolation: Isolation) -> None:
+    backends = _quickstart_rule("map-backends-exist")
+    good = "# host+path backend\na.local/ be_a\nb.local/x be_b\n"
+
+    def render(paths: str) -> list[str]:
+        spec = make_spec(
+            cfg=CFG,
+            cfg_rules=[backends],
+            maps={"paths.map": {"template": paths}, "prefixes.map": {"template": "a/ be_a\n"}},
+        )
+        rs = RuleSet.from_spec(spec)
+        assert not rs.diagnostics and rs.deferred
+        from controller.validation.rules import deferred_inputs, evaluate_deferred, plan
+
+        result = ruled_render(spec, isolation=isolation)
+        found = evaluate_deferred(rs, plan(rs), deferred_inputs(rs, result))
+        return [d.rule_id for d in found.diagnostics]
+
+    assert render(good) == []
+    assert render(good + "c.local/ be_gone\n") == ["E5003"]
+    assert render(good + "c.local/ be_a \n") == []  # trailing blanks are not part of the name
+
+
+def test_the_quickstart_listener_rule_is_loop_free() -> None:
+    listener = _quickstart_rule("has-listener")
+    [r] = RuleSet.from_spec(make_spec(cfg=CFG, cfg_rules=[listener])).rules
+    assert not r.deferred and not r.refs.iterates
+    assert ruled_render(make_spec(cfg=CFG, cfg_rules=[listener])).ok
+    no_bind = CFG.replace("    bind 127.0.0.1:18080\n", "")
+    assert not ruled_render(make_spec(cfg=no_bind, cfg_rules=[listener])).ok

@@ -1,0 +1,351 @@
+"""Overlapped execution reports exactly what sequential execution reports.
+
+After the syntax stage passed, the pipeline runs schema, ``haproxy -c`` and the deferred
+rules at the same time and reads their outcomes in stage order. These tests hold it to three
+promises: the report (verdict, diagnostics and their order, stagesRun, stagesSkipped, budgets)
+is the sequential one; ``haproxy -c`` never starts before the syntax stage passed; and work
+that a failure made pointless is cancelled — with real haproxy, the process is gone when the
+report comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_kit import FakeStage, at, render_of
+from test_pipeline_real import GOOD, HOSTS, quickstart_render, real
+
+from controller.diagnostics import Phase
+from controller.render import FileEntry, FileKind
+from controller.spec.loader import load_config
+from controller.spec.models import ValidationSettings
+from controller.validation import (
+    Pipeline,
+    StageContext,
+    StageOutcome,
+    ValidationOptions,
+    ValidationReport,
+)
+from controller.validation.report import BudgetExhaustion
+from controller.validation.sandbox import max_concurrency
+
+PHASES = (Phase.SYNTAX, Phase.SCHEMA, Phase.HAPROXY, Phase.RULES, Phase.EXTERNAL)
+
+
+def comparable(report: ValidationReport) -> dict[str, Any]:
+    """Everything but the timings, which differ by nature."""
+    return report.model_dump(mode="json", exclude={"timings"})
+
+
+def behave(stage: FakeStage, how: str) -> FakeStage:
+    phase = stage.phase
+    code = {Phase.SCHEMA: "3", Phase.HAPROXY: "4", Phase.RULES: "5"}.get(phase, "0")
+    if how == "error":
+        stage.diagnostics = [at(f"E{code}901", phase, msg=f"{phase.value} refuses")]
+    elif how == "warning":
+        stage.diagnostics = [at(f"W{code}902", phase, msg=f"{phase.value} warns")]
+    elif how == "crash":
+        stage.raises = RuntimeError(f"{phase.value} broke")
+    elif how == "budget":
+        stage.budget = BudgetExhaustion(phase=phase, budget="timeout", limit=1.0, used=1.0)
+    return stage
+
+
+def fakes(schema: str, haproxy: str, rules: str) -> list[FakeStage]:
+    st = [FakeStage(p) for p in PHASES]
+    behave(st[1], schema)
+    behave(st[2], haproxy).delay = 0.003  # a subprocess takes a while: real interleaving
+    behave(st[3], rules).delay = 0.001
+    return st
+
+
+OPTIONS = {
+    "default": ValidationOptions(),
+    "strict": ValidationOptions(strict=True),
+    "exclude-schema": ValidationOptions(exclude=("E3000-E3999",)),
+}
+KINDS = ("pass", "error", "warning", "crash", "budget")
+
+
+@pytest.mark.parametrize(("schema", "haproxy"), list(itertools.product(KINDS, (*KINDS, "slow"))))
+async def test_fake_stages_report_the_same_either_way(schema: str, haproxy: str) -> None:
+    for rules, (opt_name, opts) in itertools.product(("pass", "error"), OPTIONS.items()):
+        reports = []
+        for overlap in (False, True):
+            st = fakes(schema, "pass" if haproxy == "slow" else haproxy, rules)
+            if haproxy == "slow":
+                st[2].delay = 0.03  # still running when schema is judged
+            p = Pipeline(st, haproxy_version="2.8.25", cache=None, overlap=overlap)
+            reports.append(await p.validate(render_of(), options=opts))
+        sequential, overlapped = reports
+        assert comparable(overlapped) == comparable(sequential), (rules, opt_name)
+        assert ("overlapMs" in overlapped.timings) == (overlapped.metadata.stages_run[1:2] != [])
+        for phase in overlapped.metadata.stages_run:
+            assert f"{phase.value}Ms" in overlapped.timings
+
+
+@dataclass
+class Probe:
+    """A protocol-honest stage that records when it started and ended, and whether it was
+    cancelled, on a clock shared by every probe of one run."""
+
+    phase: Phase
+    events: list[str]
+    delay: float = 0.0
+    diagnostics: list[Any] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        return self.phase.value
+
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        self.events.append(f"{self.phase.value}:start")
+        try:
+            await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.events.append(f"{self.phase.value}:cancelled")
+            raise
+        self.events.append(f"{self.phase.value}:end")
+        return StageOutcome(list(self.diagnostics))
+
+
+def probes(events: list[str], **delays: float) -> list[Probe]:
+    return [Probe(p, events, delays.get(p.value, 0.0)) for p in PHASES[:4]]
+
+
+async def test_haproxy_starts_only_after_syntax_passed() -> None:
+    events: list[str] = []
+    st = probes(events, syntax=0.02, haproxy=0.01)
+    assert (
+        await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(render_of())
+    ).valid
+    assert events.index("syntax:end") < events.index("haproxy:start")
+    # and haproxy was indeed started before schema was judged: they overlapped
+    assert events.index("haproxy:start") < events.index("schema:start")
+
+    events.clear()
+    st = probes(events, haproxy=0.01)
+    st[0].diagnostics = [at("E2001", Phase.SYNTAX)]
+    report = await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(
+        render_of()
+    )
+    assert not report.valid and events == ["syntax:start", "syntax:end"]
+    assert report.metadata.stages_skipped == [Phase.SCHEMA, Phase.HAPROXY, Phase.RULES]
+
+
+async def test_a_schema_failure_cancels_the_running_check() -> None:
+    events: list[str] = []
+    st = probes(events, haproxy=5.0, rules=5.0)
+    st[1].diagnostics = [at("E3001", Phase.SCHEMA)]
+    started = time.perf_counter()
+    report = await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(
+        render_of()
+    )
+    assert time.perf_counter() - started < 2.0
+    assert {"haproxy:cancelled", "rules:cancelled"} <= set(events)
+    assert "haproxy:end" not in events
+    assert report.metadata.stages_run == [Phase.SYNTAX, Phase.SCHEMA]
+    assert report.metadata.stages_skipped == [Phase.HAPROXY, Phase.RULES]
+    assert not any(d.phase is Phase.HAPROXY and d.rule_id != "I0003" for d in report.diagnostics)
+
+
+async def test_cancelling_the_caller_cancels_the_speculative_stages() -> None:
+    events: list[str] = []
+    st = probes(events, haproxy=5.0, schema=5.0)
+    p = Pipeline(st, haproxy_version=None, cache=None, overlap=True)
+    task = asyncio.create_task(p._run_stages(render_of(), p.options, ("k", "f", "o")))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert {"haproxy:cancelled", "schema:cancelled"} <= set(events)
+    assert gc.isenabled()
+
+
+async def test_collection_is_enabled_again_whatever_happens() -> None:
+    assert gc.isenabled()
+    for how in ("pass", "error", "crash", "budget"):
+        for overlap in (True, False):
+            st = fakes("pass", how, "pass")
+            behave(st[0], how)
+            await Pipeline(st, haproxy_version=None, cache=None, overlap=overlap).validate(
+                render_of()
+            )
+            assert gc.isenabled(), (how, overlap)
+    gc.disable()  # a caller that turned collection off keeps it off
+    try:
+        await Pipeline(
+            fakes("pass", "pass", "pass"), haproxy_version=None, cache=None, overlap=True
+        ).validate(render_of())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+# --- with the real stages and both real binaries -------------------------------------------
+
+BAD_SCHEMA = GOOD.replace(
+    "    server s1 127.0.0.1:18081\n", "    balance roundrobbin\n    server s1 127.0.0.1:18081\n"
+)
+BAD_HAPROXY = GOOD.replace("default_backend be_default", "default_backend be_missing")
+CANDIDATES = {
+    "good": GOOD,
+    "schema-invalid": BAD_SCHEMA,
+    "haproxy-invalid": BAD_HAPROXY,
+    "both": BAD_SCHEMA.replace("default_backend be_default", "default_backend be_missing"),
+    "policy-denied": GOOD.replace("    maxconn 100\n", "    maxconn 100\n    lua-load x.lua\n"),
+}
+
+
+async def test_real_stages_report_the_same_either_way(haproxy_bin: str) -> None:
+    for name, cfg in CANDIDATES.items():
+        for opts in (ValidationOptions(), ValidationOptions(exclude=("E3004",))):
+            reports = []
+            for overlap in (False, True):
+                p = real(haproxy_bin)
+                p.overlap = overlap
+                reports.append(await p.validate(render_of(cfg, extra=[HOSTS]), options=opts))
+            sequential, overlapped = reports
+            assert comparable(overlapped) == comparable(sequential), name
+    # the candidates cover what they claim
+    p = real(haproxy_bin)
+    got = {n: await p.validate(render_of(c, extra=[HOSTS])) for n, c in CANDIDATES.items()}
+    assert got["good"].valid
+    assert got["schema-invalid"].metadata.stages_skipped == [Phase.HAPROXY]
+    assert got["both"].metadata.stages_skipped == [Phase.HAPROXY]
+    assert got["haproxy-invalid"].metadata.stages_run[-1] is Phase.HAPROXY
+    assert not got["haproxy-invalid"].valid
+    assert got["policy-denied"].metadata.stages_run == [Phase.SYNTAX]
+
+
+def _haproxy_children(binary: str) -> dict[int, str]:
+    """Live children of this process running ``binary`` → their working directory. Inside
+    the sandbox's private root the executable's path differs; its name does not."""
+    found = {}
+    me = str(os.getpid())
+    name = f"({os.path.basename(binary)[:15]})"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[1] != me or fields[0] == "Z" or name not in stat:
+                continue
+            found[int(pid)] = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class Watching:
+    """The real schema stage, plus a look at which haproxy processes are alive when it is
+    done (an observation only: the stage's outcome is passed on unchanged)."""
+
+    inner: Any
+    binary: str
+    seen: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def phase(self) -> Phase:
+        return Phase(self.inner.phase)
+
+    def fingerprint(self) -> str:
+        return str(self.inner.fingerprint())
+
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        outcome: StageOutcome = await self.inner.run(ctx)
+        await asyncio.sleep(0.01)
+        self.seen = _haproxy_children(self.binary)
+        return outcome
+
+
+async def test_schema_failure_leaves_no_haproxy_process_behind(haproxy_bin: str) -> None:
+    # haproxy -c loads an ACL's pattern file while it parses (300,000 patterns: about 0.1 s)
+    # and only then reaches the schema error, so it is caught running when schema is done.
+    patterns = "".join(f"host{i}.example.test\n" for i in range(300_000)).encode()
+    cfg = BAD_SCHEMA.replace(
+        "    bind 127.0.0.1:18080\n",
+        "    bind 127.0.0.1:18080\n    acl big hdr(host) -f maps/big.lst\n",
+    )
+    render = render_of(cfg, extra=[HOSTS, FileEntry("maps/big.lst", FileKind.MAP, patterns)])
+    base = real(haproxy_bin, timeout="20s")
+    base.warm_up()
+    watching = Watching(base.stages[1], haproxy_bin)
+    p = Pipeline(
+        [base.stages[0], watching, *base.stages[2:]],
+        haproxy_version=base.haproxy_version,
+        cache=None,
+        overlap=True,
+    )
+    report = await p.validate(render)
+    assert report.metadata.stages_skipped == [Phase.HAPROXY]
+    assert [d.rule_id for d in report.errors] == ["E3004"]
+    assert watching.seen, "haproxy -c was not running when schema had been judged"
+    assert not _haproxy_children(haproxy_bin)
+    for pid, workdir in watching.seen.items():
+        assert _is_zombie_free(pid)
+        assert not Path(workdir).exists()  # the sandbox directory is gone too
+
+
+def _is_zombie_free(pid: int) -> bool:
+    """The process is gone, or at least no longer this process's (unreaped) child."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2 :].split()[1] != str(os.getpid())
+
+
+async def test_warm_up_prepares_everything_the_first_candidate_needs(haproxy_bin: str) -> None:
+    p = real(haproxy_bin)
+    spent = p.warm_up()
+    assert set(spent) == {"schemaMs", "haproxyMs"} and p.warmed_up
+    schema = p.stages[1].engine  # type: ignore[attr-defined]
+    compiled = len(schema._validators)
+    report = await p.validate(render_of(GOOD, extra=[HOSTS]))
+    assert report.valid
+    assert len(schema._validators) == compiled  # nothing was left to compile
+    assert p.warm_up().keys() == spent.keys()  # idempotent
+
+
+async def test_a_failing_warm_up_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    @dataclass
+    class Broken(FakeStage):
+        def warm_up(self) -> None:
+            raise OSError("no /proc here")
+
+    p = Pipeline([Broken(Phase.SYNTAX)], haproxy_version=None, cache=None)
+    assert p.warm_up() == {"syntaxMs": pytest.approx(0.0, abs=50.0)}
+    assert "warming up stage syntax failed" in caplog.text
+    assert (await p.validate(render_of())).valid
+
+
+def test_overlap_is_on_where_there_is_a_second_cpu(haproxy_bin: str) -> None:
+    p = Pipeline.from_settings(ValidationSettings(), haproxy_binary=haproxy_bin)
+    assert p.overlap == (max_concurrency() > 1) and list(p._window) == [1, 2]
+    assert not Pipeline([], haproxy_version=None, cache=None, overlap=False).overlap
+
+
+async def test_the_quickstart_with_its_rules_is_judged_the_same(
+    quickstart_dir: Path, haproxy_bin: str
+) -> None:
+    """Through from_spec, with the quickstart's deferred rule: the real rules stage runs in
+    the window too."""
+    config, _ = load_config(quickstart_dir / "config.yaml")
+    assert config is not None
+    render = quickstart_render(quickstart_dir)
+    reports = []
+    for overlap in (False, True):
+        p = Pipeline.from_spec(config.spec, haproxy_binary=haproxy_bin)
+        p.overlap = overlap
+        assert list(p._window) == [1, 2, 3]
+        reports.append(await p.validate(render))
+    assert reports[0].valid and Phase.RULES in reports[0].metadata.stages_run
+    assert comparable(reports[1]) == comparable(reports[0])
