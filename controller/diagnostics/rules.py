@@ -63,7 +63,7 @@ _INTERNAL = _rules(
         "F0001",
         "Internal error",
         "An unexpected error inside the controller stopped the analysis.",
-        "Report this as a bug with the report attached; the last good configuration keeps serving.",
+        "Report this as a bug with the report attached; the candidate is treated as invalid, so nothing is deployed from it.",
     ),
     (
         "E0002",

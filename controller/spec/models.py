@@ -505,6 +505,8 @@ class ValidationSettings(ApiModel):
     """Path of the haproxy binary used for `haproxy -c`."""
     timeout: Duration = 10.0
     """Hard limit for `haproxy -c`; exceeding it means analysis incomplete, never a pass."""
+    rule_timeout: Duration = Field(default=2.0, gt=0, le=60)
+    """Time budget of CEL rule evaluation per run; exceeding it means analysis incomplete."""
     strict: bool = False
     """Treat warnings as errors."""
     severity_level: SeverityLevel = SeverityLevel.INFO

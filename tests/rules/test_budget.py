@@ -155,21 +155,19 @@ def test_an_exhausted_budget_refuses_further_batches() -> None:
     assert budget.exhausted is not None and budget.exhausted.budget == "ruleTime"
 
 
-def test_the_rule_time_budget_comes_from_the_spec_when_it_has_the_field() -> None:
-    """``spec.validation.ruleTimeout`` is proposed to the spec models; until it exists the
-    default applies, and every render path and the rules stage read it through one place."""
-    from types import SimpleNamespace
-
+def test_the_rule_time_budget_comes_from_spec_validation_rule_timeout() -> None:
+    """Every render path and the rules stage read ``spec.validation.ruleTimeout``."""
+    from controller.spec.models import ValidationSettings
     from controller.validation.rules import DEFAULT_TIME_BUDGET, RuledRenderer, rules_stage
     from controller.validation.rules.budget import time_budget_of
 
     spec = make_spec(cfg_rules=[rule("r", "extraContext.x == 1")], extraContext={"x": 1})
     assert time_budget_of(spec) == DEFAULT_TIME_BUDGET
-    with_field = SimpleNamespace(validation=SimpleNamespace(rule_timeout=5))
-    assert time_budget_of(with_field) == 5.0  # type: ignore[arg-type]
-    for bad in (0, -1, True, "5s", None):
-        odd = SimpleNamespace(validation=SimpleNamespace(rule_timeout=bad))
-        assert time_budget_of(odd) == DEFAULT_TIME_BUDGET  # type: ignore[arg-type]
-    stage = rules_stage(spec)
-    assert stage is not None and stage.time_budget == DEFAULT_TIME_BUDGET
-    assert RuledRenderer.from_spec(spec).time_budget == DEFAULT_TIME_BUDGET
+    tuned = spec.model_copy(update={"validation": ValidationSettings(rule_timeout="750ms")})
+    assert time_budget_of(tuned) == 0.75
+    stage = rules_stage(tuned)
+    assert stage is not None and stage.time_budget == 0.75
+    assert RuledRenderer.from_spec(tuned).time_budget == 0.75
+    for bad in ("0s", "-1s", "2m"):
+        with pytest.raises(ValueError):
+            ValidationSettings.model_validate({"ruleTimeout": bad})

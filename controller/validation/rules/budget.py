@@ -82,16 +82,8 @@ class RunBudget:
 
 
 def time_budget_of(spec: HAProxyTemplateConfigSpec) -> float:
-    """Seconds of rule evaluation per run for ``spec``.
-
-    ``spec.validation.ruleTimeout`` when the spec model has it (proposed: a Duration next to
-    ``timeout``), else :data:`DEFAULT_TIME_BUDGET`. Read by name so that every caller picks
-    the field up the day it exists, without a second place to change.
-    """
-    value = getattr(spec.validation, "rule_timeout", None)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return DEFAULT_TIME_BUDGET
+    """Seconds of rule evaluation per run for ``spec`` (``spec.validation.ruleTimeout``)."""
+    return spec.validation.rule_timeout
 
 
 def is_cheap(rules: Iterable[CompiledRule], evaluations: int) -> bool:
