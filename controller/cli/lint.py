@@ -8,7 +8,6 @@ read at all or the command was misused.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,8 @@ from urllib.parse import quote
 import click
 
 from controller.cli.inputs import echo_diagnostics
+from controller.cli.options import format_option, output_option, severity_option, strict_option
+from controller.cli.output import EXIT_USAGE, write_output
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.spec.loader import PathKey, parse_config, read_documents
 from controller.spec.models import KIND, HAProxyTemplateConfig
@@ -34,7 +35,6 @@ from controller.validation.rules import Locator
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
-EXIT_USAGE = 2
 
 
 @dataclass
@@ -77,29 +77,12 @@ def load_located(path: Path) -> Loaded:
     return Loaded(config, diags, spec_locator(file, lines), source=text)
 
 
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        click.echo(f"{output}: cannot write the report: {exc.strerror or exc}", err=True)
-        raise SystemExit(EXIT_USAGE) from None
-
-
 @click.command(name="lint")
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option(
-    "--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here."
-)
-@click.option("--strict/--no-strict", default=None, help="Treat warnings as errors.")
-@click.option(
-    "--severity",
-    type=click.Choice(["error", "warning", "info"]),
-    help="Lowest severity shown (default from spec.validation.severityLevel).",
-)
+@format_option(FORMATS)
+@output_option()
+@strict_option
+@severity_option
 def command(
     config_path: Path, fmt: str, output: Path | None, strict: bool | None, severity: str | None
 ) -> None:
@@ -114,7 +97,7 @@ def command(
         echo_diagnostics(loaded.diagnostics)
         raise SystemExit(EXIT_USAGE)
     if loaded.config is None or loaded.diagnostics:
-        _write(format_report(spec_failure_report(loaded.diagnostics), fmt), output)
+        write_output(format_report(spec_failure_report(loaded.diagnostics), fmt), output)
         raise SystemExit(EXIT_FINDINGS)
     spec = loaded.config.spec
     try:
@@ -125,7 +108,7 @@ def command(
         raise click.UsageError(str(exc)) from None
     report = lint_report(lint_spec(spec, locate=loaded.locate, source=loaded.source), options)
     text = _sarif(report, str(config_path)) if fmt == "sarif" else format_report(report, fmt)
-    _write(text, output)
+    write_output(text, output)
     raise SystemExit(EXIT_CLEAN if report.valid else EXIT_FINDINGS)
 
 

@@ -25,6 +25,7 @@ from controller.cli.inputs import (
     load_inputs,
     render_inputs,
 )
+from controller.cli.options import resources_option
 from controller.cli.outdir import OutputDirError, replace_dir
 from controller.diagnostics import Severity
 from controller.render import MAIN_CONFIG, RenderResult
@@ -52,13 +53,7 @@ def _why_not_written(result: RenderResult) -> str | None:
 
 @click.command(name="render")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--resources",
-    "-r",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Manifest file or directory (repeatable; further paths after CONFIG count too).",
-)
+@resources_option
 @click.option(
     "--out",
     "-o",

@@ -13,14 +13,14 @@ pass.
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import click
 
 from controller.cli.inputs import echo_diagnostics
-from controller.cli.lint import EXIT_USAGE, load_located
-from controller.cli.validate import _quiet_logs as quiet_logs
+from controller.cli.lint import load_located
+from controller.cli.options import format_option, haproxy_option, output_option
+from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
 from controller.diagnostics import Severity
 from controller.validation.lint import lint_report, lint_spec, spec_failure_report
 from controller.validation.report import ValidationReport
@@ -44,7 +44,7 @@ EXIT_FAILED = 1
     metavar="NAME",
     help="Run only tests whose name contains NAME (or matches it, with * ? [ ]).",
 )
-@click.option("--format", "fmt", type=click.Choice(TEST_FORMATS), default="text", show_default=True)
+@format_option(TEST_FORMATS)
 @click.option(
     "--workers",
     type=click.IntRange(min=1, max=64),
@@ -52,10 +52,8 @@ EXIT_FAILED = 1
     show_default=True,
     help="Tests run at the same time.",
 )
-@click.option("--haproxy", "haproxy_binary", help="haproxy binary for `haproxy -c`.")
-@click.option(
-    "--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the result here."
-)
+@haproxy_option
+@output_option("result")
 def command(
     config_path: Path,
     pattern: str | None,
@@ -104,15 +102,8 @@ _NO_TESTS = {"passed": 0, "failed": 0, "error": 0, "total": 0}
 
 
 def _emit(report: SuiteReport, fmt: str, output: Path | None) -> None:
-    text = format_suite(report, fmt)
-    if output is None:
-        sys.stdout.write(text)
+    if not write_output(format_suite(report, fmt), output, noun="the result"):
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        click.echo(f"{output}: cannot write: {exc.strerror or exc}", err=True)
-        raise SystemExit(EXIT_USAGE) from None
     if report.lint is not None and not report.lint.valid:
         click.echo(f"lint failed, no test ran; result in {output}", err=True)
         return

@@ -8,7 +8,6 @@ no usable haproxy binary).
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -23,9 +22,17 @@ from controller.cli.inputs import (
     load_raw,
     render_inputs,
 )
+from controller.cli.options import (
+    format_option,
+    haproxy_option,
+    output_option,
+    resources_option,
+    severity_option,
+    strict_option,
+)
+from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
 from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
-from controller.observability.logging import configure as configure_logging
 from controller.render import RenderResult
 from controller.spec.models import ValidationSettings
 from controller.validation import (
@@ -41,26 +48,6 @@ from controller.validation.report import Counts, ReportMetadata, ReportStatus
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
-EXIT_USAGE = 2
-
-
-class _LiveStderr:
-    """Whatever ``sys.stderr`` is at write time (test runners swap it per invocation)."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-    def isatty(self) -> bool:
-        return sys.stderr.isatty()
-
-
-def _quiet_logs() -> None:
-    # stdout carries the report (JSON, SARIF, JUnit are parsed by machines): logs go to
-    # stderr, and only when something is wrong.
-    configure_logging(level="warning", stream=_LiveStderr())  # type: ignore[arg-type]
 
 
 def _fail_inputs(diagnostics: Sequence[Diagnostic], fmt: str, output: Path | None) -> NoReturn:
@@ -85,13 +72,7 @@ def input_error_report(diagnostics: Sequence[Diagnostic]) -> ValidationReport:
 
 @click.command(name="validate")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--resources",
-    "-r",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Manifest file or directory (repeatable; further paths after CONFIG count too).",
-)
+@resources_option
 @click.option(
     "--raw",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -115,17 +96,11 @@ def input_error_report(diagnostics: Sequence[Diagnostic]) -> ValidationReport:
     help="With --raw: allow a denied directive (repeatable; adds to policy.allowDirectives).",
 )
 @http_option
-@click.option("--haproxy", "haproxy_binary", help="haproxy binary for `haproxy -c`.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option(
-    "--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here."
-)
-@click.option("--strict/--no-strict", default=None, help="Treat warnings as errors.")
-@click.option(
-    "--severity",
-    type=click.Choice(["error", "warning", "info"]),
-    help="Lowest severity shown (default from spec.validation.severityLevel).",
-)
+@haproxy_option
+@format_option(FORMATS)
+@output_option()
+@strict_option
+@severity_option
 def command(
     paths: tuple[Path, ...],
     resources: tuple[Path, ...],
@@ -146,7 +121,7 @@ def command(
     htc validate CONFIG.yaml --resources DIR [--format json] [--strict]
     htc validate --raw haproxy.cfg [--aux DIR] [--settings FILE] [--allow NAME]
     """
-    _quiet_logs()
+    quiet_logs()
     if raw is not None:
         if paths or resources or http:
             raise click.UsageError(
@@ -205,15 +180,8 @@ def _raw_settings(path: Path | None, allow: Sequence[str]) -> ValidationSettings
 def _emit(
     report: ValidationReport, fmt: str, output: Path | None, render: RenderResult | None
 ) -> None:
-    text = format_report(report, fmt, render=render)
-    if output is None:
-        sys.stdout.write(text)
+    if not write_output(format_report(report, fmt, render=render), output):
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        click.echo(f"{output}: cannot write the report: {exc.strerror or exc}", err=True)
-        raise SystemExit(EXIT_USAGE) from None
     c = report.metadata.counts
     verdict = "valid" if report.valid else f"invalid ({report.status.value})"
     click.echo(

@@ -13,6 +13,8 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
+from controller.observability.text import escape_char
+
 
 class Severity(StrEnum):
     """Ordered from most to least severe; the order drives the severity gate."""
@@ -59,13 +61,6 @@ class Phase(StrEnum):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _escape_surrogate(m: re.Match[str]) -> str:
-    code = ord(m.group())
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, decoded with surrogateescape
-        return f"\\x{code - 0xDC00:02x}"
-    return f"\\u{code:04x}"
-
-
 def encodable(text: str) -> str:
     """``text`` with lone surrogates written as ``\\xNN`` (or ``\\uNNNN``).
 
@@ -79,7 +74,7 @@ def encodable(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub(_escape_surrogate, text)
+        return _SURROGATE.sub(lambda m: escape_char(m.group()), text)
     return text
 
 

@@ -3,8 +3,9 @@
 Object names, label values and file names come from whoever can write a manifest. Printed
 raw, an escape sequence in an Ingress name can clear the screen, recolour it or move the
 cursor, and a newline can forge a whole line ("deployed …") under a rejection. Every place
-that prints such text to a person — the ``htc local`` console, console-format logs — runs it
-through :func:`escape_controls` first. JSON output needs nothing: its encoder already escapes
+that prints such text to a person — the ``htc local`` console, console-format logs, the text
+and JUnit report formats, rule messages — runs it through :func:`escape_controls` first, so
+they all agree on what is unsafe. JSON output needs nothing: its encoder already escapes
 every control character.
 """
 
@@ -14,35 +15,47 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["escape_controls", "escape_value"]
+__all__ = ["escape_char", "escape_controls", "escape_value"]
 
 # C0 controls and DEL, C1 controls, the Unicode line and paragraph separators (terminals and
-# editors may break lines there), and the bidirectional overrides that reorder what a reader
-# sees without changing the bytes.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# editors may break lines there), the bidirectional overrides that reorder what a reader sees
+# without changing the bytes, and lone surrogates (bytes that were not UTF-8, decoded with
+# surrogateescape: a UTF-8 terminal cannot even be handed them).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(m: re.Match[str]) -> str:
-    char = m.group()
-    named = _NAMED.get(char)
-    if named is not None:
-        return named
+def escape_char(char: str, *, named: bool = True) -> str:
+    """The visible escape for one unsafe character.
+
+    A surrogate from ``surrogateescape`` stands for one raw byte and is shown as that byte
+    (``\\xe9``), so the reader sees what the file held. ``named=False`` writes newline, CR and
+    tab as ``\\x0a`` like every other control, for formats that never used the short names.
+    """
+    if named:
+        short = _NAMED.get(char)
+        if short is not None:
+            return short
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def escape_controls(text: str, *, keep: str = "") -> str:
-    """``text`` with every control character written as a visible escape (``\\x1b``).
+def escape_controls(text: str, *, keep: str = "", named: bool = True) -> str:
+    """``text`` with every unsafe character written as a visible escape (``\\x1b``).
 
     ``keep`` names characters to leave alone, for text that is already laid out in lines by
-    trusted code (``keep="\\n"``) and only needs its untrusted parts neutralised.
+    trusted code (``keep="\\n"``) or whose tabs must survive for alignment (``keep="\\t"``).
     """
     if not _UNSAFE.search(text):
         return text
-    if not keep:
-        return _UNSAFE.sub(_escape, text)
-    return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
+
+    def sub(m: re.Match[str]) -> str:
+        char = m.group()
+        return char if char in keep else escape_char(char, named=named)
+
+    return _UNSAFE.sub(sub, text)
 
 
 def escape_value(value: Any) -> Any:

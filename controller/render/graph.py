@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from jinja2 import nodes
 
+from controller.render.scc import strongly_connected
+
 OUTPUTS_VAR = "outputs"
 _MAPPING_METHODS = frozenset({"get", "keys", "values", "items"})
 DYNAMIC = "*"
@@ -234,7 +236,7 @@ def build_graph(
         deps[name] = frozenset(targets)
         used[name] = frozenset(snips)
 
-    cycles = _cycles(names, deps)
+    cycles = _cycles(deps)
     cyclic = {n for c in cycles for n in c}
     order = _topological(names, deps, cyclic)
     return RenderGraph(
@@ -270,59 +272,9 @@ def _snippet_closure(
     return found
 
 
-def _cycles(
-    names: tuple[str, ...], deps: Mapping[str, frozenset[str]]
-) -> tuple[tuple[str, ...], ...]:
+def _cycles(deps: Mapping[str, frozenset[str]]) -> tuple[tuple[str, ...], ...]:
     """One elementary cycle per strongly connected component that has one (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    components: list[list[str]] = []
-    counter = 0
-
-    def strongconnect(v: str) -> None:
-        nonlocal counter
-        # iterative Tarjan: (node, iterator over its successors)
-        work = [(v, iter(sorted(deps[v])))]
-        index[v] = low[v] = counter
-        counter += 1
-        stack.append(v)
-        on_stack.add(v)
-        while work:
-            node, succ = work[-1]
-            advanced = False
-            for w in succ:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(deps[w]))))
-                    advanced = True
-                    break
-                if w in on_stack:
-                    low[node] = min(low[node], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                comp: list[str] = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == node:
-                        break
-                components.append(comp)
-
-    for n in names:
-        if n not in index:
-            strongconnect(n)
-
+    components = strongly_connected(deps)
     out: list[tuple[str, ...]] = []
     for comp in components:
         members = set(comp)

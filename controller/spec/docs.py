@@ -8,14 +8,14 @@ carries, so the reference shows what the API server enforces, not what someone r
 from __future__ import annotations
 
 import json
-import types
 from collections import deque
 from collections.abc import Iterator, Mapping
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
 from controller.spec.crd import PLURAL, SHORT_NAMES, structural_schema
+from controller.spec.hints import unwrap
 from controller.spec.models import (
     DURATION_PATTERN,
     FULL_API_VERSION,
@@ -95,7 +95,7 @@ def _section(model: type[BaseModel]) -> list[str]:
 
 
 def _type(tp: Any, node: Mapping[str, Any]) -> str:
-    tp = _unwrap(tp)
+    tp = unwrap(tp)
     if node.get("x-kubernetes-preserve-unknown-fields"):
         return "object (free-form)"
     if isinstance(tp, type) and issubclass(tp, BaseModel):
@@ -111,20 +111,6 @@ def _type(tp: Any, node: Mapping[str, Any]) -> str:
     if node.get("format") == "date-time":
         return "timestamp"
     return str(node.get("type", "any"))
-
-
-def _unwrap(tp: Any) -> Any:
-    while True:
-        origin = get_origin(tp)
-        if origin is Annotated:
-            tp = get_args(tp)[0]
-        elif origin in (Union, types.UnionType):
-            args = [a for a in get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp
-            tp = args[0]
-        else:
-            return tp
 
 
 def _default(node: Mapping[str, Any]) -> str:

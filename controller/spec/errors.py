@@ -10,14 +10,14 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import types
 from collections.abc import Sequence
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
+from controller.spec.hints import unwrap
 from controller.spec.models import PATTERN_HINTS
 
 __all__ = ["describe_error", "format_path", "model_at"]
@@ -103,7 +103,7 @@ def model_at(root: type[BaseModel], path: Sequence[str | int]) -> type[BaseModel
     """The model class that describes the value at ``path`` (wire names), if it is a model."""
     current: Any = root
     for part in path:
-        current = _unwrap(current)
+        current = unwrap(current)
         if isinstance(current, type) and issubclass(current, BaseModel):
             field = next(
                 (f for n, f in current.model_fields.items() if (f.alias or n) == part), None
@@ -117,25 +117,10 @@ def model_at(root: type[BaseModel], path: Sequence[str | int]) -> type[BaseModel
             current = get_args(current)[0]
         else:
             return None
-    current = _unwrap(current)
+    current = unwrap(current)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return current
     return None
-
-
-def _unwrap(tp: Any) -> Any:
-    """Strip ``Annotated`` and ``X | None`` down to ``X``."""
-    while True:
-        origin = get_origin(tp)
-        if origin is Annotated:
-            tp = get_args(tp)[0]
-        elif origin in (Union, types.UnionType):
-            args = [a for a in get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp
-            tp = args[0]
-        else:
-            return tp
 
 
 def _show(value: Any) -> str:

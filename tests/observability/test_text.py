@@ -34,6 +34,17 @@ def test_trusted_layout_can_be_kept() -> None:
     assert escape_controls("a\n\x1bb\tc", keep="\n\t") == "a\n\\x1bb\tc"
 
 
+def test_bytes_that_were_not_utf8_show_as_the_byte() -> None:
+    raw = b"caf\xe9 \xff".decode("utf-8", "surrogateescape")
+    assert escape_controls(raw) == "caf\\xe9 \\xff"
+    assert escape_controls("lone \ud800") == "lone \\ud800"
+
+
+def test_unnamed_form_writes_every_control_as_hex() -> None:
+    assert escape_controls("a\nb\r\tc", named=False) == "a\\x0ab\\x0d\\x09c"
+    assert escape_controls("a\nb\tc", keep="\t", named=False) == "a\\x0ab\tc"
+
+
 def test_nested_values() -> None:
     assert escape_value({"k\x1b": ["a\n", ("b\x07", 3)]}) == {"k\\x1b": ["a\\n", ("b\\x07", 3)]}
 

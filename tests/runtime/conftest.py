@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from aiohttp import web
-from e2e_helpers import QUICKSTART, Running, Site, free_port
+from e2e_helpers import QUICKSTART, Running, Site, free_port, local_options
 
-from controller.local.app import LocalApp, LocalOptions
+from controller.local.app import LocalApp
 from controller.observability.metrics import Metrics
 
 
@@ -70,17 +70,15 @@ async def running(haproxy_bin: str, site: Site, short_dir: Path) -> AsyncIterato
     out = io.StringIO()
     metrics = Metrics()
     app = LocalApp(
-        LocalOptions(
-            directory=site.root,
-            haproxy=haproxy_bin,
-            status_addr="127.0.0.1:0",
-            work_dir=short_dir / "run",
-            out=out,
+        local_options(
+            site,
+            haproxy_bin,
+            short_dir / "run",
+            out,
             drift_interval=0.5,
             # Deploy retries have their own test; here a refused reload must stay the last
             # deploy while the test inspects it.
             retry_initial=30.0,
-            adapter_options={"debounce_ms": 30, "step_ms": 10},
         ),
         metrics=metrics,
     )

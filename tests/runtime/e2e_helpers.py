@@ -8,19 +8,22 @@ their name, and a ``LocalApp`` running the binary under test. Nothing here is mo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import signal
 import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from controller.local.app import LocalApp
+from controller.local.app import LocalApp, LocalOptions
+from controller.local.supervisor import PARENT_DEATH_SIGNAL
 from controller.observability.metrics import Metrics
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +34,61 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def local_options(
+    site: Site, haproxy: str, work_dir: Path, out: io.StringIO, **overrides: Any
+) -> LocalOptions:
+    """``htc local`` options for a test: the site, a status server on a free port, and a
+    directory watch tuned to notice an edit within tens of milliseconds."""
+    settings: dict[str, Any] = {
+        "status_addr": "127.0.0.1:0",
+        "adapter_options": {"debounce_ms": 30, "step_ms": 10},
+        **overrides,
+    }
+    return LocalOptions(
+        directory=site.root, haproxy=haproxy, work_dir=work_dir, out=out, **settings
+    )
+
+
+@contextlib.asynccontextmanager
+async def child(*argv: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A real child process with piped output, killed on the way out if it still runs; it
+    also dies with the test process, so an interrupted run leaves no HAProxy serving."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=PARENT_DEATH_SIGNAL,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def read_until(
+    proc: asyncio.subprocess.Process, marker: str, seconds: float, seen: list[str]
+) -> list[str]:
+    """Stdout lines appended to ``seen`` until one contains ``marker``; fails when the child
+    exits first (with what it printed) or ``seconds`` pass."""
+    assert proc.stdout is not None
+    async with asyncio.timeout(seconds):
+        while not any(marker in line for line in seen):
+            line = (await proc.stdout.readline()).decode()
+            assert line, "exited early:\n" + "".join(seen)
+            seen.append(line)
+    return seen
+
+
+async def interrupt(proc: asyncio.subprocess.Process, seconds: float = 15) -> tuple[str, str]:
+    """Ctrl-C, as a user stops it; the rest of stdout and stderr once it has exited."""
+    proc.send_signal(signal.SIGINT)
+    async with asyncio.timeout(seconds):
+        out, err = await proc.communicate()
+    return out.decode(), err.decode()
 
 
 @dataclass

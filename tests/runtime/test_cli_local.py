@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -12,10 +11,9 @@ from pathlib import Path
 import pytest
 import structlog
 from click.testing import CliRunner
-from e2e_helpers import Site, get
+from e2e_helpers import Site, child, get, interrupt, read_until
 
 from controller.cli.local import command
-from controller.local.supervisor import PARENT_DEATH_SIGNAL
 
 
 def haproxy_processes(marker: str) -> list[int]:
@@ -37,43 +35,15 @@ def haproxy_processes(marker: str) -> list[int]:
 async def test_ctrl_c_stops_everything(haproxy_bin: str, site: Site, short_dir: Path) -> None:
     work = short_dir / "cli-run"
     htc = Path(sys.executable).with_name("htc")
-    proc = await asyncio.create_subprocess_exec(
-        str(htc),
-        "local",
-        str(site.root),
-        "--haproxy",
-        haproxy_bin,
-        "--status-addr",
-        "127.0.0.1:0",
-        "--work-dir",
-        str(work),
-        "--log-format",
-        "json",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=PARENT_DEATH_SIGNAL,  # an interrupted test run must not leave it running
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    try:
-        async with asyncio.timeout(20):
-            while not any("Ctrl-C" in line for line in lines):
-                line = (await proc.stdout.readline()).decode()
-                assert line, "htc local exited early:\n" + "".join(lines)
-                lines.append(line)
+    argv = ["local", str(site.root), "--haproxy", haproxy_bin, "--status-addr", "127.0.0.1:0"]
+    async with child(str(htc), *argv, "--work-dir", str(work), "--log-format", "json") as proc:
+        lines = await read_until(proc, "Ctrl-C", 20, [])
         assert any(line.startswith("deployed ") for line in lines), lines
         assert await asyncio.to_thread(get, site.listen, "echo.local", "/") == (200, "echo /")
         assert haproxy_processes(str(work))
-
-        proc.send_signal(signal.SIGINT)
-        async with asyncio.timeout(15):
-            rest, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, err.decode()
-    assert rest.decode().strip().endswith("stopped")
+        rest, err = await interrupt(proc)
+    assert proc.returncode == 0, err
+    assert rest.strip().endswith("stopped")
     assert haproxy_processes(str(work)) == []
     assert not (work / "master.sock").exists()
     status, _ = await asyncio.to_thread(get, site.listen, "echo.local", "/")

@@ -12,9 +12,9 @@ import socket
 from pathlib import Path
 
 import aiohttp
-from e2e_helpers import Site
+from e2e_helpers import Site, local_options
 
-from controller.local.app import LocalApp, LocalOptions
+from controller.local.app import LocalApp
 from controller.observability.metrics import Metrics
 
 
@@ -23,15 +23,7 @@ async def test_a_start_refused_for_a_taken_port_is_retried(
 ) -> None:
     out = io.StringIO()
     app = LocalApp(
-        LocalOptions(
-            directory=site.root,
-            haproxy=haproxy_bin,
-            status_addr="127.0.0.1:0",
-            work_dir=short_dir / "run",
-            out=out,
-            retry_initial=0.5,
-            adapter_options={"debounce_ms": 30, "step_ms": 10},
-        ),
+        local_options(site, haproxy_bin, short_dir / "run", out, retry_initial=0.5),
         metrics=Metrics(),
     )
     holder = socket.socket()

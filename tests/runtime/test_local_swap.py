@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import Site
+from e2e_helpers import Site, local_options
 
-from controller.local.app import LocalApp, LocalOptions, default_engine
+from controller.local.app import LocalApp, default_engine
 from controller.observability.metrics import Metrics
 from controller.render import RenderResult
 from controller.resources import StoreView
@@ -56,14 +56,7 @@ async def test_edits_during_a_store_swap_are_rendered(
 
     out = io.StringIO()
     app = LocalApp(
-        LocalOptions(
-            directory=site.root,
-            haproxy=haproxy_bin,
-            status_addr=None,
-            work_dir=short_dir / "run",
-            out=out,
-            adapter_options={"debounce_ms": 30, "step_ms": 10},
-        ),
+        local_options(site, haproxy_bin, short_dir / "run", out, status_addr=None),
         metrics=Metrics(),
         engine_factory=engines,
     )

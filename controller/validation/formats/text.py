@@ -8,6 +8,7 @@ registry's fix hint. Lines of certificate files are never shown: they may hold k
 from __future__ import annotations
 
 from controller.diagnostics import Diagnostic, Severity
+from controller.observability.text import escape_controls
 from controller.render import FileKind, RenderResult
 from controller.validation.report import ValidationReport
 
@@ -22,7 +23,6 @@ def _source_line(render: RenderResult | None, path: str, line: int) -> str | Non
     entry = render.files.get(path)
     if entry is None or entry.kind is FileKind.CERT:
         return None
-    # One character per byte that is not UTF-8, as the parser counts columns.
     # Lines end at "\n" only, as HAProxy reads them (a form feed or a lone "\r" does not end
     # one), and a byte that is not UTF-8 stays one character, as the parser counts columns.
     lines = entry.content.decode("utf-8", "surrogateescape").split("\n")
@@ -32,25 +32,15 @@ def _source_line(render: RenderResult | None, path: str, line: int) -> str | Non
     return text[:-1] if text.endswith("\r") else text
 
 
-def _shown(c: str) -> str:
-    """How one character is printed: terminal controls (C0 but tab, DEL, C1) and bytes that
-    were not UTF-8 as ``\\xNN``, so a configuration can neither move the cursor, retitle
-    the window nor recolour the terminal of whoever reads the report."""
-    code = ord(c)
-    if (code < 0x20 and c != "\t") or 0x7F <= code <= 0x9F:
-        return f"\\x{code:02x}"
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"\\x{code - 0xDC00:02x}"
-    if 0xD800 <= code <= 0xDFFF:
-        return f"\\u{code:04x}"
-    return c
-
-
 def printable(text: str) -> str:
-    """``text`` safe to print on a terminal (see :func:`_shown`)."""
-    if text.isprintable():
-        return text
-    return "".join(_shown(c) for c in text)
+    """``text`` safe to print on a terminal. Tabs are kept so that carets under a quoted line
+    line up in any terminal; every other control is written ``\\xNN``, never by short name."""
+    return escape_controls(text, keep="\t", named=False)
+
+
+def _width(c: str) -> int:
+    """How many columns one character takes once :func:`printable` has escaped it."""
+    return len(printable(c))
 
 
 def _caret(text: str, column: int, end_column: int | None) -> str:
@@ -60,9 +50,9 @@ def _caret(text: str, column: int, end_column: int | None) -> str:
     start = max(column, 1)
     end = max(end_column or start, start)
     end = min(end, max(len(text), start))
-    pad = "".join("\t" if c == "\t" else " " * len(_shown(c)) for c in text[: start - 1])
+    pad = "".join("\t" if c == "\t" else " " * _width(c) for c in text[: start - 1])
     span = text[start - 1 : end]
-    width = sum(len(_shown(c)) for c in span) + (end - start + 1 - len(span))
+    width = sum(_width(c) for c in span) + (end - start + 1 - len(span))
     return pad + "^" * width
 
 

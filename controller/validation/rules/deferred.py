@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.render.scc import strongly_connected
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import iteration_exhaustion
 from controller.validation.rules.cel import BudgetExceeded
@@ -58,7 +59,7 @@ def plan(ruleset: RuleSet) -> Plan:
             for target in ruleset.owner_keys(r):
                 edges[key].add(target)
                 edges.setdefault(target, set())
-    components = _tarjan(edges)
+    components = strongly_connected(edges)
     order: list[CompiledRule] = []
     cycles: list[tuple[str, ...]] = []
     for comp in components:
@@ -68,51 +69,6 @@ def plan(ruleset: RuleSet) -> Plan:
         for key in members:
             order.extend(by_owner.get(key, ()))
     return Plan(tuple(order), tuple(cycles))
-
-
-def _tarjan(edges: Mapping[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components, each emitted after every component it reaches."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-    counter = 0
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work: list[tuple[str, list[str]]] = [(root, sorted(edges[root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, todo = work[-1]
-            if todo:
-                nxt = todo.pop(0)
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, sorted(edges[nxt])))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                comp: list[str] = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == node:
-                        break
-                out.append(comp)
-    return out
 
 
 @dataclass(frozen=True)

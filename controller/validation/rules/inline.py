@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.observability.text import escape_controls
 from controller.render import RenderedOutput
 from controller.resources import object_ref
 from controller.validation.report import BudgetExhaustion, RuleCounters
@@ -27,7 +28,7 @@ from controller.validation.rules.budget import (
 )
 from controller.validation.rules.cel import BudgetExceeded, to_cel
 from controller.validation.rules.compiled import CompiledRule, RuleSet
-from controller.validation.rules.judge import State, judge, output_value, printable
+from controller.validation.rules.judge import State, judge, output_value
 
 __all__ = [
     "Batch",
@@ -57,7 +58,7 @@ def subject_of(obj: Mapping[str, Any]) -> str:
     if not isinstance(meta, Mapping):
         return "(unnamed)"
     ns, name = meta.get("namespace"), meta.get("name")
-    return printable(f"{ns}/{name}" if ns else str(name))
+    return escape_controls(f"{ns}/{name}" if ns else str(name))
 
 
 def _ref(obj: Mapping[str, Any]) -> ObjectRef | None:

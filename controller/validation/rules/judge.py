@@ -14,36 +14,19 @@ length cap, and a finding is always one line of inert text.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.observability.text import escape_controls
 from controller.validation.rules.cel import EvalError, Program, evaluate
 from controller.validation.rules.compiled import CompiledRule
 
-__all__ = ["Judgement", "State", "judge", "output_value", "printable", "split_lines"]
+__all__ = ["Judgement", "State", "judge", "output_value", "split_lines"]
 
 _MAX_MESSAGE = 1024
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = m.group()
-    named = _NAMED.get(c)
-    if named is not None:
-        return named
-    code = ord(c)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def printable(text: str) -> str:
-    """``text`` with C0/C1 control characters, DEL and the Unicode line and paragraph
-    separators replaced by visible escapes."""
-    return _CONTROL.sub(_escape, text)
 
 
 def split_lines(content: str) -> list[str]:
@@ -95,7 +78,7 @@ def judge(
     subject: str = "",
 ) -> Judgement:
     """``subject`` names the object in messages (``default/echo``). Raises BudgetExceeded."""
-    title = rule.title + (f" on {printable(subject)}" if subject else "")
+    title = rule.title + (f" on {escape_controls(subject)}" if subject else "")
     try:
         if rule.block_when is not None and not _condition(rule.block_when, data, "block `when`"):
             return Judgement(State.SKIPPED)
@@ -106,7 +89,7 @@ def judge(
             raise EvalError(f"expression returned {type(value).__name__} {value!r}, not a bool")
     except EvalError as exc:
         rule_id = "E5007" if rule.is_error else "W5008"
-        text = f"{title}: could not be evaluated: {_capped(printable(str(exc)))}"
+        text = f"{title}: could not be evaluated: {_capped(escape_controls(str(exc)))}"
         return Judgement(State.FAILED, _make(rule_id, text, location, object))
     if value:
         return Judgement(State.PASSED)
@@ -124,10 +107,10 @@ def _message(rule: CompiledRule, data: Mapping[str, Any]) -> str:
     try:
         value = evaluate(rule.message, data)
     except EvalError as exc:
-        return f"{fallback} (messageExpression failed: {_capped(printable(str(exc)))})"
+        return f"{fallback} (messageExpression failed: {_capped(escape_controls(str(exc)))})"
     if not isinstance(value, str):
         return f"{fallback} (messageExpression returned {type(value).__name__}, not a string)"
-    return _capped(printable(value))
+    return _capped(escape_controls(value))
 
 
 def _capped(text: str) -> str:

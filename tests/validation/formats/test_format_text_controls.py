@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
 from formats_kit import Says, finding, report_with
 
 from controller.diagnostics import ObjectRef, Phase, TemplateLocation
@@ -57,14 +58,24 @@ def test_caret_after_an_escape_still_points_at_its_column() -> None:
     assert caret.count("^") == 1
 
 
-def test_bytes_that_are_not_utf8_show_as_hex_and_keep_alignment() -> None:
-    cfg = b"global\n    option caf\xe9 x\n"
-    out = _text(cfg, line=2, column=12, end=15, msg="unknown option 'caf\udce9'")
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        (b"caf\xe9", "caf\\xe9"),  # a byte that is not UTF-8: shown as that byte
+        # U+2028 breaks lines in some terminals and log viewers; U+202E reverses what follows.
+        ("a\u2028b\u202ec".encode(), "a\\u2028b\\u202ec"),
+    ],
+    ids=["not-utf8", "separator-and-bidi"],
+)
+def test_invisible_characters_show_escaped_and_keep_alignment(raw: bytes, shown: str) -> None:
+    word = raw.decode("utf-8", "surrogateescape")
+    cfg = b"global\n    option " + raw + b" x\n"
+    out = _text(cfg, line=2, column=12, end=11 + len(word), msg=f"unknown option '{word}'")
     head, src, caret = out.splitlines()[:3]
-    assert "'caf\\xe9'" in head and src.endswith("option caf\\xe9 x")
+    assert f"'{shown}'" in head and src.endswith(f"option {shown} x")
     start = src.index("| ") + 2
     marks = [i - (caret.index("| ") + 2) for i, c in enumerate(caret) if c == "^"]
-    assert src[start + marks[0] : start + marks[-1] + 1] == "caf\\xe9"
+    assert src[start + marks[0] : start + marks[-1] + 1] == shown
 
 
 def test_template_object_and_crlf_are_safe() -> None:

@@ -1,0 +1,52 @@
+"""Where a command's report goes: stdout or ``--output``, with logs kept off stdout.
+
+Every report-producing command (lint, test, validate) writes the same way so that CI sees
+one contract: the report alone on stdout (JSON, SARIF and JUnit are parsed by machines), or
+in the named file with a one-line summary on stderr, and exit 2 when the file cannot be
+written rather than a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from controller.observability.logging import configure as configure_logging
+
+__all__ = ["EXIT_USAGE", "quiet_logs", "write_output"]
+
+EXIT_USAGE = 2
+
+
+class _LiveStderr:
+    """Whatever ``sys.stderr`` is at write time (test runners swap it per invocation)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
+def quiet_logs() -> None:
+    """Logs to stderr, and only when something is wrong: stdout carries the report."""
+    configure_logging(level="warning", stream=_LiveStderr())  # type: ignore[arg-type]
+
+
+def write_output(text: str, output: Path | None, *, noun: str = "the report") -> bool:
+    """Write ``text`` to stdout, or to ``output``; True when it went to a file (the caller
+    then says on stderr what the file holds). Exits 2 when the file cannot be written."""
+    if output is None:
+        sys.stdout.write(text)
+        return False
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"{output}: cannot write {noun}: {exc.strerror or exc}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
+    return True
