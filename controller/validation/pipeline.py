@@ -11,13 +11,17 @@ failing stage, a stage that crashes and a stage that runs out of time all come b
 report; only cancellation propagates.
 
 Stages are *judged* in order, but once the syntax stage has passed (its directive policy and
-file-reference checks are what make a candidate safe to hand to ``haproxy -c``, so nothing
-starts before they finished) the schema stage, the sandboxed ``haproxy -c`` and the deferred
-rules run at the same time: ``haproxy -c`` and the rule worker are processes of their own, so
-the in-process stages use the time they would otherwise wait. Outcomes are then read in stage
-order, and the first stage that stops the run cancels the speculative work behind it (the
-sandbox kills ``haproxy -c``'s process group), so the report — diagnostics, ``stagesRun``,
-``stagesSkipped`` — is exactly what running one stage after the other would produce.
+file-reference checks are what make a candidate safe to hand to ``haproxy -c``) the schema
+stage, the sandboxed ``haproxy -c`` and the deferred rules run at the same time: ``haproxy -c``
+and the rule worker are processes of their own, so the in-process stages use the time they
+would otherwise wait. ``haproxy -c`` may start even earlier: when the syntax stage's *gate* —
+a cheap line-level reading that declines anything it cannot read exactly — establishes that
+those two checks will find nothing, the binary starts before the stage builds its full parse.
+Without that answer nothing starts before the stage has passed. Outcomes are then read in
+stage order, and the first stage that stops the run cancels the speculative work behind it
+(the sandbox kills ``haproxy -c``'s process group), so the report — diagnostics,
+``stagesRun``, ``stagesSkipped`` — is exactly what running one stage after the other would
+produce.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -69,6 +73,11 @@ writes to the shared context, and none has effects outside the process but ``hap
 its sandbox (the rules stage's worker only computes). External validators are not among them:
 they may be remote services, and they see a candidate only after everything else accepted it.
 """
+EARLY_PHASES = frozenset({Phase.HAPROXY})
+"""Speculative phases that start as soon as the syntax stage's gate established that its
+security checks will pass, before the stage itself has finished. Schema cannot (it reads the
+stage's parse); the rules stage could, but its worker then competes with ``haproxy -c`` for
+the second CPU while this process parses, which measured no faster."""
 _START_ORDER = {Phase.HAPROXY: 0}
 """``haproxy -c`` is spawned first; the others start in stage order behind it."""
 
@@ -322,6 +331,7 @@ class Pipeline:
         progress = _Progress()
         ahead: dict[int, asyncio.Task[tuple[StageOutcome, float]]] = {}
         window_started = 0.0
+        early_ms = 0.0  # spent starting stages ahead of the window (they overlap from then)
         index = 0
         # Up to the spawn of haproxy -c, every millisecond delays the verdict; the collector
         # finds nothing to free in what the syntax stage builds, so it waits until then.
@@ -331,18 +341,33 @@ class Pipeline:
                 if self.overlap and index == self._window.start and len(self._window) > 1:
                     # Everything before the window passed: the candidate may reach haproxy.
                     window_started = time.perf_counter()
-                    ahead = self._speculate(ctx)
+                    ahead.update(self._speculate(ctx, started=ahead))
                     # Runs after the tasks' first steps: haproxy -c is spawned by then.
                     asyncio.get_running_loop().call_soon(pause.end)
                 elif index >= self._window.start:
                     pause.end()
+                elif (
+                    self.overlap
+                    and index + 1 == self._window.start
+                    and len(self._window) > 1
+                    and _gate_passes(stage, ctx, progress.timings)
+                ):
+                    # The stage's security checks will pass: haproxy -c may start while the
+                    # stage builds the rest of its reading; it is judged in order all the same.
+                    early = time.perf_counter()
+                    ahead = self._start_early(ctx)
+                    await asyncio.sleep(0)  # the tasks' first steps spawn their processes
+                    early_ms = _ms(early)
                 task = ahead.pop(index, None)
                 if task is None:
                     outcome, elapsed = await self._run_one(stage, ctx)
                 else:
                     outcome, elapsed = await task
-                    # Wall time of the overlapped stages together, up to the last one read.
-                    progress.timings["overlapMs"] = _ms(window_started)
+                    # Wall time of the overlapped stages beyond the stages before the window:
+                    # starting some early, then from the window's start to the last one read.
+                    progress.timings["overlapMs"] = round(_ms(window_started) + early_ms, 3)
+                # A gate is part of its stage's time.
+                elapsed += progress.timings.get(f"{stage.phase.value}GateMs", 0.0)
                 if progress.record(stage, outcome, elapsed, opts):
                     break
         finally:
@@ -365,7 +390,23 @@ class Pipeline:
             self.cache.put(key, run)
         return run
 
-    def _speculate(self, ctx: StageContext) -> dict[int, asyncio.Task[tuple[StageOutcome, float]]]:
+    def _start_early(
+        self, ctx: StageContext
+    ) -> dict[int, asyncio.Task[tuple[StageOutcome, float]]]:
+        """Start the window's stages of :data:`EARLY_PHASES` (the gate of the stage before
+        the window passed), ``haproxy -c`` first; the others start with the window."""
+        order = sorted(self._window, key=lambda i: _START_ORDER.get(self.stages[i].phase, 2))
+        return {
+            i: asyncio.create_task(self._run_one(self.stages[i], ctx))
+            for i in order
+            if self.stages[i].phase in EARLY_PHASES
+        }
+
+    def _speculate(
+        self,
+        ctx: StageContext,
+        started: Mapping[int, asyncio.Task[tuple[StageOutcome, float]]] | None = None,
+    ) -> dict[int, asyncio.Task[tuple[StageOutcome, float]]]:
         """Start every stage of the window as a task. Tasks take their first step in the order
         they were created: the sandbox writes the files and spawns ``haproxy -c`` first, then
         the schema stage runs (synchronously, while haproxy works on the other CPU), then the
@@ -373,7 +414,11 @@ class Pipeline:
         not compete with schema for the interpreter, and the worker still has the time
         haproxy takes."""
         order = sorted(self._window, key=lambda i: _START_ORDER.get(self.stages[i].phase, 2))
-        return {i: asyncio.create_task(self._run_one(self.stages[i], ctx)) for i in order}
+        return {
+            i: asyncio.create_task(self._run_one(self.stages[i], ctx))
+            for i in order
+            if not started or i not in started
+        }
 
     async def _run_one(self, stage: Stage, ctx: StageContext) -> tuple[StageOutcome, float]:
         started = time.perf_counter()
@@ -504,6 +549,23 @@ class _Progress:
         elif blocking(outcome.diagnostics, opts):
             self.stop = f"{stage.phase.value} failed"
         return self.stop is not None
+
+
+def _gate_passes(stage: Stage, ctx: StageContext, timings: dict[str, float]) -> bool:
+    """Whether ``stage`` has established, before running, that its security checks will
+    pass (its optional ``gate(ctx) -> bool``). Anything but a plain True — no gate, False, a
+    gate that raises — means the window waits for the stage's outcome as always."""
+    gate = getattr(stage, "gate", None)
+    if not callable(gate):
+        return False
+    started = time.perf_counter()
+    try:
+        passed = gate(ctx) is True
+    except Exception:
+        log.exception("the gate of stage %s raised", stage.phase.value)
+        passed = False
+    timings[f"{stage.phase.value}GateMs"] = _ms(started)
+    return passed
 
 
 def _speculative_window(stages: Sequence[Stage]) -> range:

@@ -17,6 +17,7 @@ import controller.validation.stage as stage_protocol
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.render import FileKind, SourceMap
 from controller.validation.syntax.filerefs import check_file_refs
+from controller.validation.syntax.gate import lean_gate
 from controller.validation.syntax.gcpause import paused_gc
 from controller.validation.syntax.parser import parse
 from controller.validation.syntax.policy import check_policy, unknown_allow_names
@@ -40,6 +41,13 @@ class SyntaxStage:
     def fingerprint(self) -> str:
         material = "\n".join(["syntax", SYNTAX_STAGE_VERSION, *sorted(self.allow)])
         return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def gate(self, ctx: StageContext) -> bool:
+        """True when the policy and file-reference checks of :meth:`run` will certainly find
+        nothing, decided from a cheap reading (see ``gate``): the pipeline may start
+        ``haproxy -c`` before :meth:`run` has finished. False means "not established"."""
+        with paused_gc():
+            return lean_gate(ctx.files, self.allow)
 
     async def run(self, ctx: StageContext) -> StageOutcome:
         started = time.perf_counter()

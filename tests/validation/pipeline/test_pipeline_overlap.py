@@ -349,3 +349,169 @@ async def test_the_quickstart_with_its_rules_is_judged_the_same(
         reports.append(await p.validate(render))
     assert reports[0].valid and Phase.RULES in reports[0].metadata.stages_run
     assert comparable(reports[1]) == comparable(reports[0])
+
+
+# --- haproxy -c started at the syntax stage's gate ------------------------------------------
+
+
+@dataclass
+class Gated(Probe):
+    """A syntax probe with a gate: its answer (or exception) and when it was asked."""
+
+    answer: object = True
+
+    def gate(self, ctx: StageContext) -> bool:
+        self.events.append("syntax:gate")
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer is True
+
+
+def gated(events: list[str], answer: object, **delays: float) -> list[Probe]:
+    st = probes(events, **delays)
+    st[0] = Gated(Phase.SYNTAX, events, delays.get("syntax", 0.0), answer=answer)
+    return st
+
+
+async def test_a_passing_gate_starts_haproxy_before_the_syntax_stage_ends() -> None:
+    events: list[str] = []
+    st = gated(events, True, syntax=0.02, haproxy=0.01)
+    assert (
+        await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(render_of())
+    ).valid
+    assert events.index("syntax:gate") < events.index("haproxy:start")
+    assert events.index("haproxy:start") < events.index("syntax:start") < events.index("syntax:end")
+    # schema needs the stage's parse: it still starts only after the stage
+    assert events.index("syntax:end") < events.index("schema:start")
+    assert events.count("haproxy:start") == 1
+
+
+@pytest.mark.parametrize("answer", [False, None, "yes", 1, RuntimeError("gate broke")])
+async def test_anything_but_true_from_the_gate_waits_for_the_stage(answer: object) -> None:
+    events: list[str] = []
+    st = gated(events, answer, syntax=0.02, haproxy=0.01)
+    report = await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(
+        render_of()
+    )
+    assert report.valid
+    assert events.index("syntax:end") < events.index("haproxy:start")
+
+
+async def test_without_overlap_the_gate_is_not_asked() -> None:
+    events: list[str] = []
+    st = gated(events, True)
+    await Pipeline(st, haproxy_version=None, cache=None, overlap=False).validate(render_of())
+    assert "syntax:gate" not in events
+    assert events.index("syntax:end") < events.index("haproxy:start")
+
+
+async def test_a_syntax_failure_after_the_gate_cancels_haproxy() -> None:
+    events: list[str] = []
+    st = gated(events, True, syntax=0.02, haproxy=5.0)
+    st[0].diagnostics = [at("E2001", Phase.SYNTAX)]
+    started = time.perf_counter()
+    report = await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(
+        render_of()
+    )
+    assert time.perf_counter() - started < 2.0
+    assert "haproxy:cancelled" in events and "haproxy:end" not in events
+    assert not report.valid and report.metadata.stages_run == [Phase.SYNTAX]
+    assert report.metadata.stages_skipped == [Phase.SCHEMA, Phase.HAPROXY, Phase.RULES]
+    assert [d.rule_id for d in report.diagnostics if d.phase is Phase.HAPROXY] == ["I0003"]
+
+
+@dataclass
+class GatedFake(FakeStage):
+    """A FakeStage syntax stage whose gate says True whatever it later finds."""
+
+    def gate(self, ctx: StageContext) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("syntax", KINDS)
+async def test_fake_stages_with_a_gate_report_the_same_either_way(syntax: str) -> None:
+    for schema, haproxy in itertools.product(("pass", "error"), KINDS):
+        for opts in OPTIONS.values():
+            reports = []
+            for overlap in (False, True):
+                st = fakes(schema, haproxy, "pass")
+                gate = GatedFake(Phase.SYNTAX, delay=0.002)
+                st[0] = behave(gate, syntax)
+                p = Pipeline(st, haproxy_version="2.8.25", cache=None, overlap=overlap)
+                reports.append(await p.validate(render_of(), options=opts))
+            assert comparable(reports[1]) == comparable(reports[0]), (syntax, schema, haproxy)
+
+
+@dataclass
+class StricterSyntax:
+    """The real syntax stage (and its real gate), plus one finding its full reading adds
+    after the gate passed — the case of a parse rule the gate does not look at. Records which
+    haproxy processes were alive when it was done."""
+
+    inner: Any
+    binary: str
+    seen: dict[int, str] = field(default_factory=dict)
+    phase: Phase = Phase.SYNTAX
+
+    def fingerprint(self) -> str:
+        return str(self.inner.fingerprint())
+
+    def gate(self, ctx: StageContext) -> bool:
+        return bool(self.inner.gate(ctx))
+
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        outcome: StageOutcome = await self.inner.run(ctx)
+        await asyncio.sleep(0.02)  # haproxy -c is loading the big pattern file meanwhile
+        self.seen = _haproxy_children(self.binary)
+        outcome.diagnostics.append(at("E2001", Phase.SYNTAX, line=3))
+        return outcome
+
+
+async def test_a_late_syntax_error_leaves_no_haproxy_process_behind(haproxy_bin: str) -> None:
+    patterns = "".join(f"host{i}.example.test\n" for i in range(300_000)).encode()
+    cfg = GOOD.replace(
+        "    bind 127.0.0.1:18080\n",
+        "    bind 127.0.0.1:18080\n    acl big hdr(host) -f maps/big.lst\n",
+    )
+    render = render_of(cfg, extra=[HOSTS, FileEntry("maps/big.lst", FileKind.MAP, patterns)])
+    reports = []
+    seen: dict[int, str] = {}
+    for overlap in (False, True):
+        base = real(haproxy_bin, timeout="20s")
+        assert base.stages[0].gate(StageContext(render=render, haproxy_version=None))  # type: ignore[attr-defined]
+        stricter = StricterSyntax(base.stages[0], haproxy_bin)
+        p = Pipeline(
+            [stricter, *base.stages[1:]],
+            haproxy_version=base.haproxy_version,
+            cache=None,
+            overlap=overlap,
+        )
+        reports.append(await p.validate(render))
+        if overlap:
+            seen = stricter.seen
+        else:
+            assert not stricter.seen  # sequentially, nothing ran before the stage was done
+    sequential, overlapped = reports
+    assert comparable(overlapped) == comparable(sequential)
+    assert overlapped.metadata.stages_run == [Phase.SYNTAX]
+    assert overlapped.metadata.stages_skipped == [Phase.SCHEMA, Phase.HAPROXY]
+    assert seen, "haproxy -c was not running when the syntax stage had finished"
+    assert not _haproxy_children(haproxy_bin)
+    for pid, workdir in seen.items():
+        assert _is_zombie_free(pid)
+        assert not Path(workdir).exists()
+
+
+async def test_a_denied_directive_never_reaches_haproxy(haproxy_bin: str) -> None:
+    """The real gate declines, so haproxy -c does not start before the stage refused."""
+    cfg = GOOD.replace("    maxconn 100\n", "    maxconn 100\n    lua-load x.lua\n")
+    render = render_of(cfg, extra=[HOSTS, FileEntry("x.lua", FileKind.FILE, b"-- x\n")])
+    base = real(haproxy_bin)
+    assert not base.stages[0].gate(StageContext(render=render, haproxy_version=None))  # type: ignore[attr-defined]
+    stricter = StricterSyntax(base.stages[0], haproxy_bin)
+    p = Pipeline(
+        [stricter, *base.stages[1:]], haproxy_version=base.haproxy_version, cache=None, overlap=True
+    )
+    report = await p.validate(render)
+    assert sorted(d.rule_id for d in report.errors) == ["E2001", "E2101"]
+    assert not stricter.seen and report.metadata.stages_run == [Phase.SYNTAX]
