@@ -93,7 +93,13 @@ def compare_version(current: str, wanted: str) -> int | None:
     return 1 if want.group(4) else 0  # a release is newer than its own -dev/-rc
 
 
-def _and(a: Tri, b: Tri) -> Tri:
+def tri_not(a: Tri) -> Tri:
+    """Three-valued NOT: an undecided condition stays undecided."""
+    return None if a is None else not a
+
+
+def tri_and(a: Tri, b: Tri) -> Tri:
+    """Three-valued AND: false wins over undecided, undecided over true."""
     if a is False or b is False:
         return False
     if a is None or b is None:
@@ -101,7 +107,8 @@ def _and(a: Tri, b: Tri) -> Tri:
     return True
 
 
-def _or(a: Tri, b: Tri) -> Tri:
+def tri_or(a: Tri, b: Tri) -> Tri:
+    """Three-valued OR: true wins over undecided, undecided over false."""
     if a is True or b is True:
         return True
     if a is None or b is None:
@@ -132,7 +139,7 @@ class _Parser:
         if self.text.startswith("||", self.pos):
             self.pos += 2
             self.skip_blanks()
-            value = _or(value, self.expression(depth - 1))
+            value = tri_or(value, self.expression(depth - 1))
         return value
 
     def conjunction(self, depth: int) -> Tri:
@@ -144,7 +151,7 @@ class _Parser:
         if self.text.startswith("&&", self.pos):
             self.pos += 2
             self.skip_blanks()
-            value = _and(value, self.conjunction(depth - 1))
+            value = tri_and(value, self.conjunction(depth - 1))
         return value
 
     def term(self, depth: int) -> Tri:

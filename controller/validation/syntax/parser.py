@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.validation.syntax import build
-from controller.validation.syntax.conditions import evaluate
+from controller.validation.syntax.conditions import Tri, evaluate, tri_and, tri_not, tri_or
 from controller.validation.syntax.keywords import (
     CONDITIONAL_MACROS,
     MAX_LINE_ARGS,
@@ -45,7 +45,6 @@ from controller.validation.syntax.tokenizer import (
 
 __all__ = ["parse"]
 
-Tri = bool | None
 
 _MAX_FATAL = 50  # HAProxy stops reading a file after 50 fatal errors
 _SCOPE_NAME = re.compile(r"[A-Za-z0-9._:-]+")
@@ -336,26 +335,6 @@ def _diag(
     )
 
 
-def _not(a: Tri) -> Tri:
-    return None if a is None else not a
-
-
-def _and(a: Tri, b: Tri) -> Tri:
-    if a is False or b is False:
-        return False
-    if a is None or b is None:
-        return None
-    return True
-
-
-def _or(a: Tri, b: Tri) -> Tri:
-    if a is True or b is True:
-        return True
-    if a is None or b is None:
-        return None
-    return False
-
-
 @dataclass(slots=True)
 class _Block:
     """One open ``.if`` level."""
@@ -368,7 +347,7 @@ class _Block:
 
     @property
     def effective(self) -> Tri:
-        return _and(self.parent, self.active)
+        return tri_and(self.parent, self.active)
 
 
 @dataclass
@@ -595,8 +574,8 @@ class _Walker:
                 value = self._condition(d, certain=b.parent is True and b.taken is False)
                 if self.stopped:
                     return
-                b.active = _and(_not(b.taken), value)
-                b.taken = _or(b.taken, value)
+                b.active = tri_and(tri_not(b.taken), value)
+                b.taken = tri_or(b.taken, value)
         elif kw in (".else", ".endif"):
             if len(d.tokens) > 1 and d.tokens[1].value:
                 self._structure(f"unexpected argument {d.tokens[1].value!r} for '{kw}'", d)
@@ -611,7 +590,7 @@ class _Walker:
                 if b.seen_else:
                     self._structure("'.else' after '.else' is not permitted", d)
                     return
-                b.active = _not(b.taken)
+                b.active = tri_not(b.taken)
                 b.taken = True
                 b.seen_else = True
         self._active = blocks[-1].effective if blocks else True
