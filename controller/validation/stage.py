@@ -26,6 +26,10 @@ class StageContext:
     """Version of the haproxy binary (``2.8.25``), known before the first stage runs."""
     parsed: dict[str, ParsedConfig] = field(default_factory=dict)
     """Parsed HAProxy configurations by path, filled by the syntax stage."""
+    security_cleared: bool = False
+    """The syntax stage's gate established that its directive policy and file-reference
+    rule find nothing in this candidate (the pipeline sets it when the gate answers True);
+    the stage then does not run the same checks a second time on its full parse."""
 
     @property
     def files(self) -> FileSet:

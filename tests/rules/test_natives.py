@@ -11,6 +11,7 @@ from rules_helpers import make_spec, rule, ruled_render
 from controller.validation.rules import Isolation, RuleSet
 from controller.validation.rules.budget import is_cheap
 from controller.validation.rules.cel import EvalError, compile_expression, evaluate
+from controller.validation.rules.isolate import run_isolated
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "config.yaml"
 
@@ -47,16 +48,47 @@ def test_extract_all() -> None:
         "backend c",
     ]
     assert cel(r"regex.extractAll(self.t, r'(?m)^# (x)?backend')", t=text) == []  # no group
+    # A group that took part but matched nothing is kept; one that took no part is not.
+    assert cel(r"regex.extractAll(self.t, r'(x*)backend')", t=text) == ["", "", ""]
+    assert cel(r"regex.extractAll(self.t, r'(?m)^(#)? ?backend')", t=text) == ["#"]
     with pytest.raises(EvalError, match="at most one capture group"):
         cel(r"regex.extractAll(self.t, r'(a)(b)')", t=text)
     with pytest.raises(EvalError, match="invalid regular expression"):
         cel("regex.extractAll(self.t, '(')", t=text)
 
 
-def test_a_rule_calling_them_is_never_cheap() -> None:
-    """No iteration budget bounds their work, so the time budget must: they run forked."""
-    spec = make_spec(cfg_rules=[rule("r", "sets.contains(self.lines, ['global'])")])
-    [r] = RuleSet.from_spec(spec).rules
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"(?m)^(\w+) \1$", "backreferences or lookaround"),  # a backreference
+        (r"backend(?= )", "backreferences or lookaround"),  # lookahead
+        (r"(?<=x)y", "backreferences or lookaround"),  # lookbehind
+    ],
+)
+def test_extract_all_refuses_what_only_a_backtracking_engine_runs(pattern: str, why: str) -> None:
+    with pytest.raises(EvalError, match=why):
+        cel(f"regex.extractAll(self.t, r'{pattern}')", t="backend backend\n")
+
+
+def test_extract_all_takes_linear_time_on_a_pattern_that_backtracks_elsewhere() -> None:
+    """``(a+)+$`` against a's followed by a b takes 2^n steps in a backtracking engine (hours
+    for n = 40); RE2 answers at once. Run in a killable worker so that a regression fails
+    at the deadline instead of hanging the suite."""
+    text = "a" * 40 + "b"
+    found = run_isolated(lambda: cel(r"regex.extractAll(self.t, r'(a+)+$')", t=text), 10.0)
+    assert found == []
+    assert cel(r"regex.extractAll(self.t, r'(a+)+$')", t="aab") == []
+    assert cel(r"regex.extractAll(self.t, r'(a+)+b')", t="aab") == ["aa"]
+
+
+def test_a_rule_calling_them_is_cheap_unless_it_loops() -> None:
+    """Their work is linear in their input, like ``contains``: a loop-free rule that calls
+    them runs in-process; inside a comprehension the loop makes it expensive as always."""
+    flat = make_spec(cfg_rules=[rule("r", "sets.contains(self.lines, ['global'])")])
+    [r] = RuleSet.from_spec(flat).rules
+    assert not r.refs.iterates and is_cheap([r], 1)
+    looped = "self.lines.all(l, sets.contains(regex.extractAll(l, '(a)'), ['a']))"
+    [r] = RuleSet.from_spec(make_spec(cfg_rules=[rule("r", looped)])).rules
     assert r.refs.iterates and not is_cheap([r], 1)
 
 

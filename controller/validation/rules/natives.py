@@ -10,31 +10,31 @@ work natively, in one call that the iteration budget does not count:
   elements is CEL's, so ``1 == 1.0`` but ``true != 1``;
 * ``regex.extractAll(text, pattern)`` — every match of ``pattern`` in ``text``; with one
   capture group the group's text (a match where the group took no part is left out), with
-  none the whole match, more than one group is an error. Patterns use Python's ``re``
-  syntax (for ordinary patterns the same as RE2's).
+  none the whole match, more than one group is an error. Patterns are RE2's, like those of
+  CEL's own ``matches()``: no backreferences or lookaround, which RE2 leaves out so that a
+  match takes time linear in the text. A pattern RE2 cannot run is an evaluation error,
+  never handed to a backtracking engine instead.
 
-Their cost is linear in their input (hash sets), or — for a pattern that backtracks — worse.
-Either way no iteration budget bounds them, so a rule that calls one is never "cheap": it
-runs in the forked worker under the rule time budget (see ``budget.py``), like a loop.
+Their cost is linear in their input (hash sets, RE2), like ``contains`` or ``matches``:
+what bounds a loop-free expression — its size times its input (``budget.py``) — bounds
+them too, so calling one does not make a rule expensive.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+import re2
 from cel_expr_python import cel
 
-__all__ = ["NATIVE_LOOPS", "extension"]
-
-NATIVE_LOOPS = frozenset(
-    {"sets.contains", "sets.equivalent", "sets.intersects", "regex.extractAll"}
-)
-"""Function names whose work grows with their input although the expression has no loop."""
+__all__ = ["extension"]
 
 _MAX_PATTERNS = 64
+_MAX_PATTERN_MEMORY = 8 << 20
+"""Bytes RE2 may use for one compiled pattern (its automata); past that it runs slower,
+still in linear time."""
 
 
 def _key(value: Any) -> Hashable:
@@ -76,11 +76,18 @@ def _intersects(a: list[Any], b: list[Any]) -> bool:
 
 
 @lru_cache(maxsize=_MAX_PATTERNS)
-def _compiled(pattern: str) -> re.Pattern[str]:
+def _compiled(pattern: str) -> re2.Pattern:
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
+        rx = re2.compile(pattern, max_mem=_MAX_PATTERN_MEMORY)
+    except re2.error as exc:
         raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    if not isinstance(rx, re2.Pattern):
+        # The binding hands patterns RE2 cannot run (backreferences, lookaround) to
+        # Python's backtracking engine; those are refused instead.
+        raise ValueError(
+            f"regular expression {pattern!r} needs backreferences or lookaround, "
+            "which RE2 (the engine of rule patterns) does not support"
+        )
     if rx.groups > 1:
         raise ValueError(
             f"regex.extractAll takes at most one capture group; {pattern!r} has {rx.groups}"
@@ -90,8 +97,11 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 def _extract_all(text: str, pattern: str) -> list[str]:
     rx = _compiled(pattern)
-    if rx.groups == 0:
-        return [m.group(0) for m in rx.finditer(text)]
+    found: list[str] = rx.findall(text)  # the group's text, or the whole match
+    if rx.groups == 0 or "" not in found:
+        return found
+    # findall gives "" both for an empty group and for one that took no part; only the
+    # match objects tell the two apart (and walking them costs a third more).
     return [g for m in rx.finditer(text) if (g := m.group(1)) is not None]
 
 

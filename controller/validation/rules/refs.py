@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.validation.rules.checked import Node
-from controller.validation.rules.natives import NATIVE_LOOPS
 
 __all__ = ["ANY", "Refs", "collect"]
 
@@ -38,8 +37,8 @@ class Refs:
     collections: frozenset[str] = frozenset()
     """Collection names read through ``resources`` (``ANY`` when computed)."""
     iterates: bool = False
-    """The expression contains a comprehension (a loop), or calls a function that loops
-    natively (``natives.NATIVE_LOOPS``): its work grows with the input either way."""
+    """The expression contains a comprehension (a loop). Without one, its work is bounded by
+    its size times its input (the native functions are linear too)."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
 
@@ -81,8 +80,6 @@ def collect(root: Node) -> Refs:
                 if node.name in names:
                     names[node.name].add(named(node, parent))
             return
-        if node.kind == "call" and node.name in NATIVE_LOOPS:
-            iterates = True
         if node.kind == "comprehension":
             iterates = True
             for child in node.outer:

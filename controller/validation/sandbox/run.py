@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
+from typing import BinaryIO
 
 from controller.render import FileSet
-from controller.validation.sandbox.plan import build_plan
+from controller.validation.sandbox.plan import Plan, build_plan
 from controller.validation.sandbox.policy import (
     SANDBOX_DIR,
     Isolation,
@@ -25,6 +26,7 @@ from controller.validation.sandbox.policy import (
     SandboxResult,
 )
 from controller.validation.sandbox.probe import isolation_for
+from controller.validation.sandbox.spawn import Spawned, exec_error, spawn
 from controller.validation.sandbox.uids import uids
 
 __all__ = ["max_concurrency", "run_sandboxed", "set_max_concurrency"]
@@ -114,7 +116,7 @@ def _materialize(files: FileSet, extra: Mapping[str, bytes], workdir: str, uid: 
         write(rel, content)
 
 
-class _Collector(asyncio.SubprocessProtocol):
+class _Collector:
     """Keeps at most ``cap`` bytes per stream and tells when the program itself exited.
 
     Exit and end-of-output are separate events on purpose: a background child may hold the
@@ -128,6 +130,7 @@ class _Collector(asyncio.SubprocessProtocol):
         self.truncated = False
         self.exited: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
+        self._open = {1, 2}
 
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
         buf = self.out if fd == 1 else self.err
@@ -137,13 +140,128 @@ class _Collector(asyncio.SubprocessProtocol):
         if len(data) > max(room, 0):
             self.truncated = True
 
+    def pipe_closed(self, fd: int) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.closed.done():
+            self.closed.set_result(None)
+
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
 
+
+class _Pipe(asyncio.Protocol):
+    """One of the program's output pipes, read by the event loop into the collector."""
+
+    def __init__(self, fd: int, collector: _Collector) -> None:
+        self.fd, self.collector = fd, collector
+
+    def data_received(self, data: bytes) -> None:
+        self.collector.pipe_data_received(self.fd, data)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: there is nothing to write back
+
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
+        self.collector.pipe_closed(self.fd)
+
+
+def _prepare(
+    argv: list[str],
+    files: FileSet,
+    extra: Mapping[str, bytes],
+    policy: SandboxPolicy,
+    iso: Isolation,
+    uid: int | None,
+    timeout: float,
+    base: str,
+) -> tuple[list[str], str, Plan]:
+    """Lay out the run's directory and plan its isolation: the argv, the workdir, the plan."""
+    workdir = os.path.join(base, "d")
+    try:
+        os.chmod(base, 0o711)
+        os.mkdir(workdir, 0o700)
+        os.mkdir(os.path.join(base, "r"), 0o755)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        _materialize(files, extra, workdir, uid)
+        argv = [a.replace(SANDBOX_DIR, workdir) for a in argv]
+        plan = build_plan(argv[0], policy, iso, workdir, os.path.join(base, "r"), uid, timeout)
+    except OSError as exc:
+        raise SandboxError(f"could not prepare the sandbox: {exc.strerror or exc}") from exc
+    return argv, workdir, plan
+
+
+class _Child:
+    """A spawned program until it is reaped: its exit status and the end of its pipes."""
+
+    def __init__(self, spawned: Spawned) -> None:
+        self.pid = spawned.pid
+        self.spawned = spawned
+        self.returncode: int | None = None
+        self.unowned = {spawned.stdout, spawned.stderr, spawned.status}
+        """Our pipe ends that nothing else will close (no transport took them yet)."""
+
+    def pipe(self, fd: int) -> BinaryIO:
+        """The parent's end of the child's stdout (1) or stderr (2), for a transport."""
+        end = self.spawned.stdout if fd == 1 else self.spawned.stderr
+        self.unowned.discard(end)
+        return open(end, "rb", 0)
+
+    def exec_error(self) -> str | None:
+        """Why the child did not reach exec (see ``spawn.exec_error``); after its exit."""
+        self.unowned.discard(self.spawned.status)
+        return exec_error(self.spawned.status)
+
+    def close(self) -> None:
+        for fd in self.unowned:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.unowned.clear()
+
+    def poll(self) -> int | None:
+        """The exit code (negative: killed by that signal) once it exited, and reaps it."""
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def reap(self) -> None:
+        """Wait for a child that was just killed, so that none is left a zombie."""
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                _, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+
+
+def _watch_exit(
+    child: _Child, collector: _Collector, loop: asyncio.AbstractEventLoop
+) -> Callable[[], None]:
+    """Tell ``collector`` when ``child`` exits (and reap it); returns the clean-up.
+
+    A pidfd becomes readable at the exit, and the event loop watches it like the pipes.
+    Kernels without pidfds (before 5.3) get a thread that waits instead."""
+    try:
+        pidfd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):
+        waiting = loop.run_in_executor(None, child.reap)
+        waiting.add_done_callback(lambda _: collector.process_exited())
+        return lambda: None
+
+    def exited() -> None:
+        loop.remove_reader(pidfd)
+        child.poll()
+        collector.process_exited()
+
+    loop.add_reader(pidfd, exited)
+
+    def close() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+
+    return close
 
 
 def _leftovers(session: int, uid: int | None) -> list[int]:
@@ -221,57 +339,48 @@ async def _run(
 ) -> SandboxResult:
     uid = uids.take() if iso.privilege_drop else None
     base = ""
-    transport: asyncio.SubprocessTransport | None = None
-    pid = -1
+    child: _Child | None = None
+    pipes: list[asyncio.ReadTransport] = []
+    stop_watching: Callable[[], None] = lambda: None  # noqa: E731
     finished = False
     try:
         try:
             base = tempfile.mkdtemp(prefix="htc-sandbox-")
-            workdir = os.path.join(base, "d")
-            os.chmod(base, 0o711)
-            os.mkdir(workdir, 0o700)
-            os.mkdir(os.path.join(base, "r"), 0o755)
-            if uid is not None:
-                os.chown(workdir, uid, uid)
-            _materialize(files, extra, workdir, uid)
-            argv = [a.replace(SANDBOX_DIR, workdir) for a in argv]
-            plan = build_plan(argv[0], policy, iso, workdir, os.path.join(base, "r"), uid, timeout)
         except OSError as exc:
             raise SandboxError(f"could not prepare the sandbox: {exc.strerror or exc}") from exc
+        argv, workdir, plan = _prepare(argv, files, extra, policy, iso, uid, timeout, base)
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         try:
-            transport, proto = await loop.subprocess_exec(
-                lambda: _Collector(policy.max_output, loop),
-                *argv,
-                cwd=workdir,
-                env={},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=plan.child,
-                close_fds=True,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            child = _Child(spawn(argv, workdir, plan))
+        except OSError as exc:
             raise SandboxError(f"could not start {os.path.basename(argv[0])}: {exc}") from exc
         finally:
             plan.close()
-        pid = transport.get_pid()
+        proto = _Collector(policy.max_output, loop)
+        stop_watching = _watch_exit(child, proto, loop)
+        for fd in (1, 2):
+            transport, _ = await loop.connect_read_pipe(
+                functools.partial(_Pipe, fd, proto), child.pipe(fd)
+            )
+            pipes.append(transport)
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(proto.exited), timeout)
         except TimeoutError:
             timed_out = True
         elapsed = (time.perf_counter() - started) * 1000.0
-        _kill_all(pid, uid)
+        _kill_all(child.pid, uid)
         finished = True
         # Everything holding the pipes is dead now; the rest of the output is in flight.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(proto.exited), 2.0)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(proto.closed), 1.0)
-        rc = transport.get_returncode()
+        rc = child.poll()
+        failed = child.exec_error()
+        if failed is not None:
+            raise SandboxError(f"could not start {os.path.basename(argv[0])}: {failed}")
         return SandboxResult(
             returncode=rc if rc is not None else -signal.SIGKILL,
             stdout=proto.out.decode("utf-8", "replace"),
@@ -283,11 +392,15 @@ async def _run(
             truncated=proto.truncated,
         )
     finally:
-        if pid > 0 and not finished:
-            # Cancelled while running: never leave the check behind.
-            _kill_all(pid, uid)
-        if transport is not None:
+        stop_watching()
+        for transport in pipes:
             transport.close()
+        if child is not None:
+            if not finished:
+                # Cancelled while running: never leave the check behind.
+                _kill_all(child.pid, uid)
+            child.reap()
+            child.close()
         if base:
             shutil.rmtree(base, ignore_errors=True)
         if uid is not None:

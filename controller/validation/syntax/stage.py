@@ -45,7 +45,10 @@ class SyntaxStage:
     def gate(self, ctx: StageContext) -> bool:
         """True when the policy and file-reference checks of :meth:`run` will certainly find
         nothing, decided from a cheap reading (see ``gate``): the pipeline may start
-        ``haproxy -c`` before :meth:`run` has finished. False means "not established"."""
+        ``haproxy -c`` before :meth:`run` has finished, and marks the context
+        ``security_cleared`` so that :meth:`run` does not repeat those checks — the gate ran
+        the very same check functions over every line they could act on. False means "not
+        established"."""
         with paused_gc():
             return lean_gate(ctx.files, self.allow)
 
@@ -70,9 +73,10 @@ class SyntaxStage:
                 parsed, found = parse(text, entry.path, haproxy_version=ctx.haproxy_version)
                 parse_ms += (time.perf_counter() - t0) * 1000
                 ctx.parsed[entry.path] = parsed
-                guarded = _for_any_version(parsed, text, entry.path, ctx.haproxy_version)
-                found.extend(check_policy(guarded, self.allow))
-                found.extend(check_file_refs(guarded, ctx.files))
+                if not ctx.security_cleared:
+                    guarded = _for_any_version(parsed, text, entry.path, ctx.haproxy_version)
+                    found.extend(check_policy(guarded, self.allow))
+                    found.extend(check_file_refs(guarded, ctx.files))
                 out.extend(found)
         out = _with_template_locations(out, ctx.render.source_map)
         total_ms = (time.perf_counter() - started) * 1000

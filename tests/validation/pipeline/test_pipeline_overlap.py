@@ -515,3 +515,38 @@ async def test_a_denied_directive_never_reaches_haproxy(haproxy_bin: str) -> Non
     report = await p.validate(render)
     assert sorted(d.rule_id for d in report.errors) == ["E2001", "E2101"]
     assert not stricter.seen and report.metadata.stages_run == [Phase.SYNTAX]
+
+
+async def test_a_passing_gate_spares_the_stage_its_second_run_of_the_checks(
+    haproxy_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate ran the policy and file-reference checks over every line they act on; the
+    stage repeats them only when no gate cleared the candidate (sequentially, or declined)."""
+    import controller.validation.syntax.stage as syntax_stage
+
+    calls: list[str] = []
+    real_policy = syntax_stage.check_policy
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append("policy")
+        return real_policy(*args, **kwargs)
+
+    monkeypatch.setattr(syntax_stage, "check_policy", counted)
+    render = render_of(GOOD, extra=[HOSTS])
+    reports = []
+    for overlap in (False, True):
+        calls.clear()
+        p = real(haproxy_bin)
+        p.overlap = overlap
+        reports.append(await p.validate(render))
+        assert calls == ([] if overlap else ["policy"])
+    assert all(r.valid for r in reports)
+    assert comparable(reports[1]) == comparable(reports[0])
+    # A declined gate (a denied directive) leaves the checks to the stage, which reports.
+    calls.clear()
+    cfg = GOOD.replace("    maxconn 100\n", "    maxconn 100\n    lua-load x.lua\n")
+    bad = render_of(cfg, extra=[HOSTS, FileEntry("x.lua", FileKind.FILE, b"-- x\n")])
+    p = real(haproxy_bin)
+    p.overlap = True
+    report = await p.validate(bad)
+    assert calls == ["policy"] and [d.rule_id for d in report.errors] == ["E2101"]
