@@ -94,8 +94,8 @@ def _child(
         os.execve(program, args, {})
     except BaseException as exc:
         with contextlib.suppress(BaseException):
-            text = f"{type(exc).__name__}: {exc}".encode(errors="replace")[:1000]
-            os.write(status, text)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            os.write(status, f"{type(exc).__name__}: {why}".encode(errors="replace")[:1000])
     finally:
         os._exit(_CHILD_FAILED)
 
