@@ -24,6 +24,7 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from jinja2.runtime import Undefined
@@ -41,6 +42,8 @@ def _show(value: str, limit: int = 60) -> str:
 
 
 def _text(value: Any, filter_name: str) -> str:
+    if type(value) is str and value.isascii():
+        return value  # the common case, and nothing to check
     if isinstance(value, Undefined):
         str(value)  # StrictUndefined raises with its own message
     if isinstance(value, bool) or value is None:
@@ -107,6 +110,8 @@ def haproxy_arg(value: Any, logformat: bool = False) -> str:
     Plain characters: ASCII letters, digits and ``. _ : / @ + = , ~ -`` — enough for names,
     addresses, ports, paths and host names to read naturally in the rendered configuration.
     """
+    if type(value) is str and not logformat and _BARE.fullmatch(value):
+        return value  # plain characters only: nothing to check, quote or escape
     text = _text(value, "haproxy_arg")
     _check_arg(text, "haproxy_arg")
     if logformat:
@@ -191,15 +196,21 @@ def b64decode(value: Any, encoding: str = "utf-8") -> str:
         raise FilterError(f"b64decode: decoded bytes are not {encoding} text ({exc})") from None
 
 
+@lru_cache(maxsize=1024)
+def _parsed(path: str) -> FieldPath:
+    """Templates pass the same few literal paths on every call (once per object in a loop)."""
+    return parse_path(path)
+
+
 def _compile_paths(paths: Sequence[str], filter_name: str) -> list[FieldPath]:
     if not paths:
         raise FilterError(f"{filter_name}: give at least one attribute path")
     compiled: list[FieldPath] = []
     for p in paths:
-        if not isinstance(p, str):
+        if type(p) is not str:
             raise FilterError(f"{filter_name}: attribute path must be a string, got {p!r}")
         try:
-            compiled.append(parse_path(p))
+            compiled.append(_parsed(p))
         except FieldPathError as exc:
             raise FilterError(f"{filter_name}: {exc}") from None
     return compiled
@@ -215,6 +226,8 @@ def _sort_key(item: Any, paths: list[FieldPath]) -> tuple[tuple[int, Any], ...]:
 
 
 def _items(value: Any, filter_name: str) -> list[Any]:
+    if type(value) is list or type(value) is tuple:
+        return list(value)
     if isinstance(value, Undefined):
         str(value)
     if isinstance(value, str | bytes | Mapping):
@@ -231,6 +244,8 @@ def sort_by(value: Any, *paths: str, reverse: bool = False) -> list[Any]:
     """
     compiled = _compile_paths(paths, "sort_by")
     items = _items(value, "sort_by")
+    if len(items) < 2:
+        return items  # the paths were checked; there is nothing to compare
     try:
         return sorted(items, key=lambda i: _sort_key(i, compiled), reverse=reverse)
     except TypeError as exc:

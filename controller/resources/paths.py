@@ -108,7 +108,12 @@ def lookup(obj: Any, path: FieldPath) -> Any:
     """The value at ``path``, or :data:`MISSING` when any step does not exist."""
     cur = obj
     for seg in path:
-        if isinstance(seg, int):
+        if type(seg) is str and isinstance(cur, dict):
+            # Stored objects are dicts: the common step, without the generic checks below.
+            cur = cur.get(seg, MISSING)
+            if cur is MISSING:
+                return MISSING
+        elif isinstance(seg, int):
             if isinstance(cur, Sequence) and not isinstance(cur, str | bytes) and seg < len(cur):
                 cur = cur[seg]
             else:

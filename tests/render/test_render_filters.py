@@ -189,6 +189,18 @@ def test_sort_by_paths_with_missing_values_first() -> None:
         sort_by([{"a": 1}, {"a": "x"}], "a")
 
 
+@pytest.mark.parametrize("items", [[], [OBJS[0]], (OBJS[0],)])
+def test_sort_by_checks_its_paths_even_with_nothing_to_compare(items: object) -> None:
+    """A short list takes a shortcut, but a bad path is refused the same: the template's
+    mistake shows on the first render, not on the first one with two objects."""
+    assert sort_by(items, "metadata.name") == list(items)  # type: ignore[call-overload]
+    for bad in ("metadata[", "", 3):
+        with pytest.raises(FilterError):
+            sort_by(items, bad)  # type: ignore[arg-type]
+    with pytest.raises(FilterError):
+        sort_by(items)
+
+
 def test_group_by_sorts_groups_and_keeps_item_order() -> None:
     groups = group_by(OBJS, "metadata.namespace")
     assert [(g.key, [o["metadata"]["name"] for o in g.items]) for g in groups] == [
