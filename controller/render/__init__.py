@@ -14,6 +14,7 @@ from controller.render.result import (
     RenderBudget,
     RenderInputs,
     RenderResult,
+    RuleTally,
     SourceMap,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "RenderResult",
     "RenderedOutput",
     "Renderer",
+    "RuleTally",
     "SourceMap",
     "TemplateRefs",
     "path_for",

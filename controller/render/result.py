@@ -56,6 +56,19 @@ class RenderBudget:
     used: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RuleTally:
+    """What the inline rules of one render did: rule units and the time they took.
+
+    Rendering itself runs no rules; the rules layer renders with them and fills this in, so
+    a report can say how much of the render was rule evaluation."""
+
+    evaluated: int = 0
+    failed: int = 0
+    skipped: int = 0
+    ms: float = 0.0
+
+
 @dataclass(frozen=True)
 class RenderResult:
     files: FileSet
@@ -65,6 +78,8 @@ class RenderResult:
     render_ms: float = 0.0
     inputs: RenderInputs | None = None
     budgets: tuple[RenderBudget, ...] = ()
+    inline_rules: RuleTally | None = None
+    """Set when the render ran inline rules (``RuledRenderer``); None for a plain render."""
 
     @property
     def ok(self) -> bool:

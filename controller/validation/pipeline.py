@@ -269,7 +269,7 @@ class Pipeline:
             render_failed = blocking(render.diagnostics, opts)
             if render_failed or MAIN_CONFIG not in render.files:
                 skipped = self._not_run(render, render_failed=render_failed)
-                return self._assemble(render, skipped, opts, started, hit=False)
+                return self._assemble(render, skipped, opts, started, hit=False, judged=False)
             key: CacheKey = (self._candidate_key(render), self.fingerprint, opts.key())
             if self.cache is not None:
                 cached = self.cache.get(key)
@@ -461,7 +461,11 @@ class Pipeline:
         *,
         hit: bool,
         refresh: bool = False,
+        judged: bool = True,
     ) -> ValidationReport:
+        """The report of ``run``. ``judged=False``: there was no candidate to judge (the
+        render failed, or made no main config), so the report names no checksum — the
+        files it did make are not what the templates meant to produce."""
         force = hit or refresh
         stage_diags = [_with_template(d, render, force=force) for d in run.diagnostics]
         done = finalize([*render.diagnostics, *stage_diags], opts)
@@ -474,6 +478,9 @@ class Pipeline:
         else:
             status = ReportStatus.OK
         timings = {"renderMs": round(render.render_ms, 3)}
+        inline = render.inline_rules
+        if inline is not None:
+            timings["rulesInlineMs"] = round(inline.ms, 3)
         if not hit:
             timings.update(run.timings)
         timings["totalMs"] = round(render.render_ms + _ms(started), 3)
@@ -484,7 +491,7 @@ class Pipeline:
             metadata=ReportMetadata(
                 counts=counts,
                 suppressed=done.suppressed,
-                checksum=render.files.checksum,
+                checksum=render.files.checksum if judged else None,
                 fingerprint=self.fingerprint,
                 haproxy_version=self.haproxy_version,
                 cache_hit=hit,
@@ -492,6 +499,11 @@ class Pipeline:
                 stages_skipped=list(run.stages_skipped),
                 budget_exhaustions=budgets,
                 rules=run.rules,
+                inline_rules=None
+                if inline is None
+                else RuleCounters(
+                    evaluated=inline.evaluated, failed=inline.failed, skipped=inline.skipped
+                ),
             ),
             timings=timings,
         )

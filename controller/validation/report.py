@@ -87,7 +87,7 @@ class Counts(_Wire):
 
 
 class RuleCounters(_Wire):
-    """Deferred-rule accounting: evaluated + skipped + suppressed = total units."""
+    """Rule accounting: evaluated + skipped + suppressed = total units."""
 
     evaluated: int = 0
     """Rule units evaluated."""
@@ -123,6 +123,10 @@ class ReportMetadata(_Wire):
     """Budgets that ran out; any entry makes the status analysis_incomplete."""
     rules: RuleCounters | None = None
     """Deferred-rule accounting, when the rules stage ran."""
+    inline_rules: RuleCounters | None = None
+    """Inline-rule accounting (objects judged before the render, outputs right after it),
+    when the render ran inline rules; their time is ``timings.rulesInlineMs``, part of
+    ``renderMs``. Never suppressed: a failing inline rule stops what depends on it instead."""
 
 
 class ValidationReport(_Wire):

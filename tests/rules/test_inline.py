@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -195,6 +196,7 @@ def test_inline_counters_and_time_of_one_render() -> None:
     from rules_helpers import filled_store
 
     from controller.render import Renderer
+    from controller.validation import Pipeline
     from controller.validation.report import RuleCounters
     from controller.validation.rules import RuledRenderer
 
@@ -208,11 +210,30 @@ def test_inline_counters_and_time_of_one_render() -> None:
     )
     rr = RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
     store = filled_store(spec, {"ingresses": [ingress("a", "a.local"), ingress("b", "b.local")]})
-    result, stats = rr.render_counted(store.snapshot())
+    result = rr.render(store.snapshot())
     assert result.ok
     # one unit per rule: dns-hosts over both objects, and the three rules of haproxy.cfg
-    assert stats.counters == RuleCounters(evaluated=3, failed=1, skipped=1)
-    assert stats.seconds > 0 and stats.ms == round(stats.seconds * 1000, 3)
+    tally = result.inline_rules
+    assert tally is not None and (tally.evaluated, tally.failed, tally.skipped) == (3, 1, 1)
+    assert 0 < tally.ms <= result.render_ms  # the render's time includes its rules'
+
+    # The report carries them: counters in metadata, their time among the timings.
+    report = asyncio.run(Pipeline([], haproxy_version=None, cache=None).validate(result))
+    assert report.metadata.inline_rules == RuleCounters(evaluated=3, failed=1, skipped=1)
+    assert report.metadata.rules is None  # no rules stage ran
+    assert report.timings["rulesInlineMs"] == round(tally.ms, 3)
+    wire = report.model_dump(by_alias=True)
+    assert wire["metadata"]["inlineRules"]["evaluated"] == 3
+
+    # A plain render ran no rules and claims none.
+    plain = Renderer(spec).render(store.snapshot())
+    assert plain.inline_rules is None
+    assert (
+        asyncio.run(
+            Pipeline([], haproxy_version=None, cache=None).validate(plain)
+        ).metadata.inline_rules
+        is None
+    )
 
 
 def test_hostile_text_in_an_evaluated_message_is_escaped() -> None:

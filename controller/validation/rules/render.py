@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Severity
-from controller.render import FileSet, RenderBudget, Renderer, RenderInputs, RenderResult
+from controller.render import (
+    FileSet,
+    RenderBudget,
+    Renderer,
+    RenderInputs,
+    RenderResult,
+    RuleTally,
+)
 from controller.resources.api import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion, RuleCounters
@@ -116,21 +123,18 @@ class RuledRenderer:
         http: Mapping[str, str] | None = None,
         extra_context: Mapping[str, Any] | None = None,
     ) -> RenderResult:
-        """Never raises, like :meth:`Renderer.render`."""
-        return self.render_counted(view, http=http, extra_context=extra_context)[0]
-
-    def render_counted(
-        self,
-        view: StoreView,
-        *,
-        http: Mapping[str, str] | None = None,
-        extra_context: Mapping[str, Any] | None = None,
-    ) -> tuple[RenderResult, InlineStats]:
-        """:meth:`render`, plus what the inline rules cost (for ``metadata.inlineRules`` and
-        the ``rulesInlineMs`` timing once the report carries them)."""
+        """Never raises, like :meth:`Renderer.render`. The result's ``render_ms`` covers the
+        whole call (objects judged first, then the render with its output rules), and its
+        ``inline_rules`` says how many rule units ran and how long they took."""
+        started = time.perf_counter()
         stats = InlineStats()
         result = self._render(view, http, extra_context, stats)
-        return result, stats
+        c = stats.counters
+        return dataclasses.replace(
+            result,
+            render_ms=(time.perf_counter() - started) * 1000,
+            inline_rules=RuleTally(c.evaluated, c.failed, c.skipped, stats.ms),
+        )
 
     def _render(
         self,

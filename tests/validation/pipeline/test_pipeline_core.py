@@ -63,6 +63,8 @@ async def test_render_error_runs_no_stage() -> None:
     assert report.metadata.stages_run == []
     assert report.metadata.stages_skipped == list(ALL)
     assert "E1002" in report.rule_ids()
+    # The files a failed render did make are not the candidate: no checksum names them.
+    assert report.metadata.checksum is None and report.metadata.fingerprint is not None
 
 
 async def test_render_warning_alone_does_not_block() -> None:
@@ -80,6 +82,7 @@ async def test_missing_main_config_is_an_error_report() -> None:
     assert report.status is ReportStatus.ERROR
     assert "E0004" in report.rule_ids()
     assert all(s.calls == 0 for s in st)
+    assert report.metadata.checksum is None
 
 
 @pytest.mark.parametrize(
