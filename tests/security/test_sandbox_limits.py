@@ -117,6 +117,20 @@ async def test_network_is_closed(listener: tuple[socket.socket, int]) -> None:
     assert not _accepted(s)
 
 
+async def test_without_network_the_resolver_sees_only_the_loopback_stub() -> None:
+    from controller.validation.sandbox.plan import OFFLINE_RESOLV_CONF
+
+    if not isolation_for(TOOLS).namespaces:
+        pytest.skip("the stub lives in the private mount root (needs namespaces)")
+    res = await run_sandboxed(["/bin/cat", "/etc/resolv.conf"], FileSet(), timeout=5, policy=TOOLS)
+    assert res.returncode == 0 and res.stdout == OFFLINE_RESOLV_CONF.decode(), res.stderr
+    # With network, the host's own file is what the program reads.
+    policy = SandboxPolicy(exec_system=True, network=True)
+    res = await run_sandboxed(["/bin/cat", "/etc/resolv.conf"], FileSet(), timeout=5, policy=policy)
+    host = Path("/etc/resolv.conf")
+    assert res.stdout == (host.read_text() if host.exists() else ""), res.stderr
+
+
 async def test_network_control_when_allowed(listener: tuple[socket.socket, int]) -> None:
     """The same program connects when the policy keeps the network: the test above can fail."""
     s, port = listener

@@ -185,6 +185,18 @@ class Plan:
             self.ruleset_fd = -1
 
 
+OFFLINE_RESOLV_CONF = (
+    b"# The sandbox has no network: names resolve through the loopback only.\n"
+    b"nameserver 127.0.0.1\n"
+)
+"""The resolver configuration a run without network sees (with a private root).
+
+Without ``/etc/resolv.conf`` the C library already asks only the loopback, so this stub
+changes nothing there; but HAProxy's ``parse-resolv-conf`` needs a file to read, and would
+otherwise fail the check of a configuration that is fine wherever it is deployed. The host's
+own file stays out (see ``NETWORK_FILES``)."""
+
+
 def _allow_list(
     argv0: str, policy: SandboxPolicy, workdir: str
 ) -> tuple[list[tuple[str, int, bool]], list[str]]:
@@ -253,6 +265,14 @@ def build_plan(
     ]
     plan = Plan(limits=limits, workdir=workdir, isolation=iso, uid=uid)
     entries, chains = _allow_list(argv0, policy, workdir)
+    stub = None
+    if iso.namespaces and not policy.network:
+        # Beside the root, bound over /etc/resolv.conf in it below; readable for Landlock.
+        stub = os.path.join(os.path.dirname(root), "resolv.conf")
+        with open(stub, "xb") as f:
+            f.write(OFFLINE_RESOLV_CONF)
+        os.chmod(stub, 0o644)
+        entries.append((stub, FS_READ_FILE, False))
     if iso.landlock_abi:
         plan.ruleset_fd = linux.landlock_ruleset(
             iso.landlock_abi, [(p, r) for p, r, _ in entries], deny_tcp=not policy.network
@@ -267,6 +287,8 @@ def build_plan(
             bound: list[str] = []
             seen: set[str] = set()
             for path, _rights, writable in entries:
+                if path == stub:
+                    continue
                 links, real = _symlink_chain(path)
                 plan.symlinks.extend(links)
                 if not os.path.lexists(real) or real in seen or _under(real, bound):
@@ -284,6 +306,10 @@ def build_plan(
                 )
                 if is_dir:
                     bound.append(real)
+            if stub is not None:
+                plan.binds.append(
+                    _Bind(stub.encode(), (root + "/etc/resolv.conf").encode(), is_dir=False)
+                )
             for c in chains:
                 plan.symlinks.extend(_symlink_chain(c)[0])
             # Symlinks inside bound trees already exist there; keep the others, once.

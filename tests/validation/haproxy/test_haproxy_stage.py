@@ -174,3 +174,37 @@ async def test_server_hostnames_neither_hang_nor_fail_the_check(haproxy_bin: str
     assert out.budget is None and errors(out) == []
     [note] = [d for d in out.diagnostics if "could not resolve" in d.message]
     assert note.location is not None and note.location.line == 13
+
+
+RESOLVERS = """\
+global
+    maxconn 100
+
+resolvers dns
+    parse-resolv-conf
+    hold valid 10s
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+
+frontend fe
+    bind 127.0.0.1:18080
+    default_backend be
+
+backend be
+    server-template s 3 app.example.test:80 resolvers dns init-addr none
+"""
+
+
+async def test_parse_resolv_conf_passes_without_the_hosts_resolver(haproxy_bin: str) -> None:
+    """``parse-resolv-conf`` needs a file to read; the private root gets a loopback-only stub
+    (the host's file stays out), so a configuration that is fine where HAProxy runs passes."""
+    from controller.validation.sandbox import isolation_for
+
+    if not isolation_for(SandboxPolicy()).namespaces:
+        pytest.skip("the stub lives in the private mount root (needs namespaces)")
+    out = await check(haproxy_bin, render(RESOLVERS), timeout=5)
+    assert out.budget is None and errors(out) == [], [d.message for d in out.diagnostics]
