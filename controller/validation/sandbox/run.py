@@ -228,6 +228,11 @@ class _Child:
                     self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
+    def wait_exit(self) -> None:
+        """Block until the child has exited, leaving it to be reaped (a zombie till then)."""
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+
     def reap(self) -> None:
         """Wait for a child that was just killed, so that none is left a zombie."""
         if self.returncode is None:
@@ -239,20 +244,21 @@ class _Child:
 def _watch_exit(
     child: _Child, collector: _Collector, loop: asyncio.AbstractEventLoop
 ) -> Callable[[], None]:
-    """Tell ``collector`` when ``child`` exits (and reap it); returns the clean-up.
+    """Tell ``collector`` when ``child`` exits; returns the clean-up.
 
-    A pidfd becomes readable at the exit, and the event loop watches it like the pipes.
-    Kernels without pidfds (before 5.3) get a thread that waits instead."""
+    The child is not reaped here: as a zombie it keeps its pid (the id of its process group),
+    so the clean-up that kills what is left of the group cannot hit a process that reused
+    it. A pidfd becomes readable at the exit, and the event loop watches it like the pipes;
+    kernels without pidfds (before 5.3) get a thread that waits without reaping."""
     try:
         pidfd = os.pidfd_open(child.pid)
     except (AttributeError, OSError):
-        waiting = loop.run_in_executor(None, child.reap)
+        waiting = loop.run_in_executor(None, child.wait_exit)
         waiting.add_done_callback(lambda _: collector.process_exited())
         return lambda: None
 
     def exited() -> None:
         loop.remove_reader(pidfd)
-        child.poll()
         collector.process_exited()
 
     loop.add_reader(pidfd, exited)
