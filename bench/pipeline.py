@@ -4,7 +4,8 @@
 
 Generates N Ingresses (one host, two paths each), N Services and N EndpointSlices with five
 ready endpoints each (loopback addresses: nothing is contacted, ``haproxy -c`` only parses),
-renders the quickstart library over them and validates:
+renders the quickstart library over them as every render path of the controller does (with the
+spec's inline rules: objects judged before the render, outputs right after) and validates:
 
 * **first run** (``firstRunOverheadRatio``, breakdown ``firstRun``) — the first validation in
   this fresh process by a pipeline that was *not* warmed up: it also pays the one-time costs
@@ -128,7 +129,6 @@ def _fill(store: Any, objs: list[dict[str, Any]], watched: Mapping[str, Any]) ->
 
 async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> dict[str, Any]:
     from controller.diagnostics import Phase
-    from controller.render import Renderer
     from controller.resources import Store
     from controller.spec.loader import load_config
     from controller.validation import Pipeline, StageContext
@@ -139,7 +139,9 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
     if config is None:
         raise SystemExit("cannot load the quickstart: " + "; ".join(d.message for d in problems))
     spec = config.spec
-    renderer = Renderer(spec)
+    from controller.validation.rules import RuledRenderer
+
+    renderer = RuledRenderer.from_spec(spec)
     watched = Store.from_spec(spec).watched()
 
     def candidate(start: int) -> tuple[Any, Any]:
@@ -183,6 +185,7 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
     cold: list[Mapping[str, float]] = []
     warm_ups: list[float] = []
     renders: list[float] = [first_render.render_ms]
+    inline: list[float] = [_inline_ms(first_render)]
     p = pipeline()
     store: Any = None
     for k in range(repeat):
@@ -192,6 +195,7 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
         warm_ups.append((time.perf_counter() - t) * 1000.0)
         store, render = candidate((k + 1) * n)
         renders.append(render.render_ms)
+        inline.append(_inline_ms(render))
         cold.append(await judged(p, render))
 
     hits: list[float] = []
@@ -208,6 +212,7 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
         store.apply("ingresses", ingress(start + k % n, variant=k + 1))
         changed = renderer.render(store.snapshot())
         renders.append(changed.render_ms)
+        inline.append(_inline_ms(changed))
         warm.append(await judged(p, changed))
 
     med = _median(cold)
@@ -218,6 +223,7 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
         "files": len(first_render.files),
         "configLines": first_render.files.main.content.count(b"\n"),
         "renderMs": round(statistics.median(renders), 2),
+        "rulesInlineMs": round(statistics.median(inline), 2),
         "syntaxMs": med.get("syntaxMs"),
         "schemaMs": med.get("schemaMs"),
         "haproxyMs": med.get("haproxyMs"),
@@ -235,6 +241,11 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
         "cold": {k: v for k, v in med.items() if k not in {"renderMs", "totalMs"}},
         "warm": {k: v for k, v in _median(warm).items() if k not in {"renderMs", "totalMs"}},
     }
+
+
+def _inline_ms(render: Any) -> float:
+    """The inline rules' share of ``render_ms``."""
+    return float(render.inline_rules.ms) if render.inline_rules is not None else 0.0
 
 
 def _median(samples: list[Mapping[str, float]]) -> dict[str, float]:
