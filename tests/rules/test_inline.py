@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -283,3 +284,68 @@ def test_lines_split_where_haproxy_splits_them() -> None:
     assert output_value("x", "x", content)["lines"] == ["a\rb", "c\x0cd\u2028e", "", "f"]
     assert output_value("x", "x", "one\n")["lines"] == ["one"]
     assert output_value("x", "x", "")["lines"] == []
+
+
+def _outcome(result: Any) -> tuple[Any, ...]:
+    return (
+        result.files.checksum,
+        {n: (s.state, s.reason) for n, s in result.outputs.items()},
+        [(d.rule_id, d.message) for d in result.diagnostics],
+        [(b.budget, b.limit) for b in result.budgets],
+    )
+
+
+@pytest.mark.parametrize("bad", [None, 0, 249], ids=["all-good", "first-bad", "last-bad"])
+def test_objects_judged_beside_the_render_give_the_sequential_outcome(
+    bad: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a cheap batch's size, the objects are judged in a worker while the render runs
+    with none blocked; the outcome must be what judging first, then rendering, gives —
+    whether the speculative render is kept (all good) or redone (an object blocks)."""
+    from rules_helpers import filled_store
+
+    from controller.render import Renderer
+    from controller.validation.rules import RuledRenderer
+    from controller.validation.rules.budget import MAX_CHEAP_EVALUATIONS
+
+    objs = [ingress(f"i{k:03}", f"h{k}.local") for k in range(250)]
+    assert len(objs) > MAX_CHEAP_EVALUATIONS
+    if bad is not None:
+        objs[bad] = ingress(objs[bad]["metadata"]["name"], "evil host")
+    spec = make_spec(
+        watched=WATCHED,
+        cfg=CFG_READING_HOSTS,
+        cfg_rules=[rule("listens", "self.content.contains('bind ')")],
+        maps={"hosts.map": {"template": HOSTS_MAP}, "static.map": {"template": "k v\n"}},
+    )
+    snapshot = filled_store(spec, {"ingresses": objs}).snapshot()
+    overlapped = RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
+    renders: list[str] = []
+    real_render = overlapped.renderer.render
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        renders.append("skip" if kwargs.get("skip") else "plain")
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(overlapped.renderer, "render", counted)
+    got = overlapped.render(snapshot)
+    assert renders == (["plain"] if bad is None else ["plain", "skip"])
+
+    sequential = RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
+    monkeypatch.setattr(sequential, "_worth_overlapping", lambda wanted: False)
+    want = sequential.render(snapshot)
+    assert _outcome(got) == _outcome(want)
+    assert got.ok is (bad is None)
+    assert got.inline_rules == dataclasses.replace(want.inline_rules, ms=got.inline_rules.ms)  # type: ignore[arg-type, union-attr]
+
+
+def test_an_object_batch_out_of_time_beside_the_render_stops_it_all() -> None:
+    """The worker runs out of time while the render goes on: the render is dropped, and the
+    result says the analysis is incomplete, as when the objects are judged first."""
+    slow = "self.spec.rules.all(r, [1, 2, 3, 4, 5, 6, 7, 8, 9].all(a, [1, 2, 3, 4, 5, 6, 7, 8, 9].all(b, r.host.matches('^[a-z0-9.]+$'))))"
+    watched = {"ingresses": {**INGRESSES, "validate": {"rules": [rule("slow", slow)]}}}
+    spec = make_spec(watched=watched)
+    objs = [ingress(f"i{k:03}", *(f"h{k}-{j}.local" for j in range(40))) for k in range(300)]
+    result = ruled_render(spec, {"ingresses": objs}, time_budget=0.05)
+    assert not result.files.files
+    assert [(b.budget, b.phase) for b in result.budgets] == [("ruleTime", "rules")]

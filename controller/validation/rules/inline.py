@@ -237,16 +237,21 @@ def check_objects(
         verdicts: list[tuple[Diagnostic, ...] | None] = (
             memo.lookup(name, objs) if memo is not None else [None] * len(objs)
         )
-        todo = [i for i, v in enumerate(verdicts) if v is None]
-        selves = [(to_cel(objs[i]), subject_of(objs[i]), _ref(objs[i])) for i in todo]
+        todo = [objs[i] for i, v in enumerate(verdicts) if v is None]
+
+        def judged(rules: Sequence[CompiledRule] = rules, todo: list[Any] = todo) -> Batch:
+            # Converted where they are judged: in a worker, the conversion is the worker's.
+            selves = [(to_cel(o), subject_of(o), _ref(o)) for o in todo]
+            return judge_many(rules, selves, {}, None)
+
         result = (
             execute(
-                lambda rules=rules, selves=selves: judge_many(rules, selves, {}, None),  # type: ignore[misc]
-                cheap=is_cheap(rules, len(rules) * len(selves)),
+                judged,
+                cheap=is_cheap(rules, len(rules) * len(todo)),
                 budget=budget,
                 isolation=isolation,
             )
-            if selves
+            if todo
             else Batch()
         )
         if result is None:
@@ -258,7 +263,8 @@ def check_objects(
             break
         found_here: list[Diagnostic] = []
         if result.exhausted is None:
-            for i, found in zip(todo, result.by_self, strict=True):
+            pending = [i for i, v in enumerate(verdicts) if v is None]
+            for i, found in zip(pending, result.by_self, strict=True):
                 verdicts[i] = tuple(found)
             if memo is not None:
                 memo.replace(name, objs, verdicts)

@@ -19,8 +19,10 @@ nothing renders: unjudged objects could be anywhere.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,12 +40,13 @@ from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import (
     DEFAULT_TIME_BUDGET,
+    MAX_CHEAP_EVALUATIONS,
     Isolation,
     RunBudget,
     time_budget_of,
 )
 from controller.validation.rules.compiled import Locator, RuleSet
-from controller.validation.rules.inline import InlineRules, ObjectMemo, check_objects
+from controller.validation.rules.inline import Batch, InlineRules, ObjectMemo, check_objects
 from controller.validation.rules.reads import collections_read, readers_of
 
 __all__ = ["InlineStats", "RuledRenderer"]
@@ -72,6 +75,32 @@ class InlineStats:
     @property
     def ms(self) -> float:
         return round(self.seconds * 1000, 3)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _objects_pool() -> ThreadPoolExecutor:
+    """Threads that wait for object-rule workers while the caller renders (they only fork
+    and wait; the judging is the worker's)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="htc-object-rules")
+        return _POOL
+
+
+def _timed_check(
+    ruleset: RuleSet,
+    wanted: Mapping[str, Sequence[Any]],
+    budget: RunBudget,
+    isolation: Isolation,
+    memo: ObjectMemo,
+) -> tuple[Batch, float]:
+    started = time.perf_counter()
+    batch = check_objects(ruleset, wanted, budget=budget, isolation=isolation, memo=memo)
+    return batch, time.perf_counter() - started
 
 
 class RuledRenderer:
@@ -152,12 +181,33 @@ class RuledRenderer:
             for o in self.ruleset.collections.values()
             if self.ruleset.inline_for(o) and o.name in view.names()
         }
+        result: RenderResult | None = None
         if wanted:
             started = time.perf_counter()
-            batch = check_objects(
-                self.ruleset, wanted, budget=budget, isolation=self.isolation, memo=self._memo
-            )
-            stats.add(batch.counters, time.perf_counter() - started)
+            if self._worth_overlapping(wanted):
+                # The objects are judged in a forked worker while this thread renders with
+                # none blocked; the render is kept only if no object blocks anything, which
+                # is then exactly the render the objects' verdicts call for. Each side has
+                # the whole time budget: they run side by side.
+                checking = _objects_pool().submit(
+                    _timed_check,
+                    self.ruleset,
+                    wanted,
+                    RunBudget(self.time_budget),
+                    self.isolation,
+                    self._memo,
+                )
+                hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
+                result = self.renderer.render(
+                    view, http=http, extra_context=extra_context, after_output=hook
+                )
+                batch, seconds = checking.result()
+            else:
+                batch = check_objects(
+                    self.ruleset, wanted, budget=budget, isolation=self.isolation, memo=self._memo
+                )
+                seconds = time.perf_counter() - started
+            stats.add(batch.counters, seconds)
             early.extend(batch.diagnostics)
             if batch.exhausted is not None:
                 budgets.append(_budget(batch.exhausted))
@@ -170,10 +220,13 @@ class RuledRenderer:
                     budgets=tuple(budgets),
                 )
             skip = self._blocked_by_objects(batch.by_collection)
-        hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
-        result = self.renderer.render(
-            view, http=http, extra_context=extra_context, after_output=hook, skip=skip
-        )
+            if skip:
+                result = None  # rendered with objects that block outputs: render again
+        if result is None:
+            hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
+            result = self.renderer.render(
+                view, http=http, extra_context=extra_context, after_output=hook, skip=skip
+            )
         stats.add(hook.counters, hook.seconds)
         if budget.exhausted is not None and not budgets:
             budgets.append(_budget(budget.exhausted))
@@ -184,6 +237,14 @@ class RuledRenderer:
             diagnostics=(*result.diagnostics, *early),
             budgets=(*result.budgets, *budgets),
         )
+
+    def _worth_overlapping(self, wanted: Mapping[str, Sequence[Any]]) -> bool:
+        """Judge the objects beside the render? Only when they may need a worker (more
+        objects than a cheap batch holds): a cheap batch is done faster than a thread is
+        handed the interpreter."""
+        if self.isolation is Isolation.NEVER:
+            return False
+        return sum(len(objs) for objs in wanted.values()) > MAX_CHEAP_EVALUATIONS
 
     def _blocked_by_objects(self, found: Mapping[str, list[Diagnostic]]) -> dict[str, str]:
         """Output → root cause, for every output that reads a collection with an object that
