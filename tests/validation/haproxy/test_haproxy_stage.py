@@ -176,27 +176,12 @@ async def test_server_hostnames_neither_hang_nor_fail_the_check(haproxy_bin: str
     assert note.location is not None and note.location.line == 13
 
 
-RESOLVERS = """\
-global
-    maxconn 100
-
-resolvers dns
-    parse-resolv-conf
-    hold valid 10s
-
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-
-frontend fe
-    bind 127.0.0.1:18080
-    default_backend be
-
-backend be
-    server-template s 3 app.example.test:80 resolvers dns init-addr none
-"""
+RESOLVERS = (
+    VALID.replace(
+        "defaults\n", "resolvers dns\n    parse-resolv-conf\n    hold valid 10s\ndefaults\n"
+    )
+    + "    server-template dyn 3 app.example.test:80 resolvers dns init-addr none\n"
+)
 
 
 async def test_parse_resolv_conf_passes_without_the_hosts_resolver(haproxy_bin: str) -> None:
