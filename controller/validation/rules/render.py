@@ -239,12 +239,15 @@ class RuledRenderer:
         )
 
     def _worth_overlapping(self, wanted: Mapping[str, Sequence[Any]]) -> bool:
-        """Judge the objects beside the render? Only when they may need a worker (more
-        objects than a cheap batch holds): a cheap batch is done faster than a thread is
-        handed the interpreter."""
+        """Judge the objects beside the render? Only when many are new (more than a cheap
+        batch holds). A worker alive beside the render costs it about 15 ms (the fork, then
+        copy-on-write faults as it allocates), more than judging a few objects takes."""
         if self.isolation is Isolation.NEVER:
             return False
-        return sum(len(objs) for objs in wanted.values()) > MAX_CHEAP_EVALUATIONS
+        new = 0
+        for name, objs in wanted.items():
+            new += sum(v is None for v in self._memo.lookup(name, objs))
+        return new > MAX_CHEAP_EVALUATIONS
 
     def _blocked_by_objects(self, found: Mapping[str, list[Diagnostic]]) -> dict[str, str]:
         """Output → root cause, for every output that reads a collection with an object that
