@@ -354,7 +354,6 @@ class Pipeline:
                 ):
                     # The stage's security checks will pass: haproxy -c may start while the
                     # stage builds the rest of its reading; it is judged in order all the same.
-                    ctx.security_cleared = True
                     early = time.perf_counter()
                     ahead = self._start_early(ctx)
                     await asyncio.sleep(0)  # the tasks' first steps spawn their processes

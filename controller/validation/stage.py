@@ -28,8 +28,8 @@ class StageContext:
     """Parsed HAProxy configurations by path, filled by the syntax stage."""
     security_cleared: bool = False
     """The syntax stage's gate established that its directive policy and file-reference
-    rule find nothing in this candidate (the pipeline sets it when the gate answers True);
-    the stage then does not run the same checks a second time on its full parse."""
+    rule find nothing in this candidate (only ``SyntaxStage.gate`` sets it); the stage then
+    does not run the same checks a second time on its full parse."""
 
     @property
     def files(self) -> FileSet:

@@ -351,3 +351,63 @@ def test_an_object_batch_out_of_time_beside_the_render_stops_it_all() -> None:
     result = ruled_render(spec, {"ingresses": objs}, time_budget=0.05)
     assert not result.files.files
     assert [(b.budget, b.phase) for b in result.budgets] == [("ruleTime", "rules")]
+
+
+@pytest.mark.parametrize("bad", [None, 0], ids=["kept", "redone"])
+def test_beside_the_render_the_rules_share_one_budget_as_if_judged_first(
+    bad: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kept, the render's budget ends up charged with the objects' time too; redone, the
+    second render starts from what the objects left — never from what the discarded render
+    already spent on output rules."""
+    from rules_helpers import filled_store
+
+    import controller.validation.rules.render as ruled
+    from controller.render import Renderer
+
+    hooks: list[Any] = []
+    real_hook = ruled.InlineRules
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        hook = real_hook(*args, **kwargs)
+        hooks.append((hook, kwargs["budget"], kwargs["budget"].used))
+        return hook
+
+    checks: list[Any] = []
+    real_check = ruled._timed_check
+
+    def timed(*args: Any) -> Any:
+        out = real_check(*args)
+        checks.append(args[2])  # the objects' own budget
+        return out
+
+    monkeypatch.setattr(ruled, "InlineRules", recorded)
+    monkeypatch.setattr(ruled, "_timed_check", timed)
+    objs = [ingress(f"i{k:03}", f"h{k}.local") for k in range(250)]
+    if bad is not None:
+        objs[bad] = ingress("i000", "evil host")
+    slow = "self.lines.all(l, [1, 2, 3].all(a, l.matches('^[ -~]*$')))"
+    spec = make_spec(
+        watched=WATCHED,
+        cfg=CFG_READING_HOSTS,
+        maps={
+            "hosts.map": {"template": HOSTS_MAP},
+            "static.map": {
+                "template": "{% for i in range(2000) %}k{{ i }} v\n{% endfor %}",
+                "validate": {"rules": [rule("slow", slow)]},
+            },
+        },
+    )
+    rr = ruled.RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
+    result = rr.render(filled_store(spec, {"ingresses": objs}).snapshot())
+    [objects_budget] = checks
+    assert objects_budget.used > 0
+    if bad is None:
+        [(hook, budget, _)] = hooks
+        assert budget.used == pytest.approx(objects_budget.used + hook.seconds, abs=0.05)
+        assert result.ok
+    else:
+        [(first, _, _), (_, budget, start)] = hooks
+        assert first.seconds > 0  # the discarded render did spend on its output rule
+        assert start == objects_budget.used  # and the redo was not charged for it
+        assert not result.ok and result.outputs["static.map"].state == "rendered"

@@ -51,6 +51,11 @@ def test_extract_all() -> None:
     # A group that took part but matched nothing is kept; one that took no part is not.
     assert cel(r"regex.extractAll(self.t, r'(x*)backend')", t=text) == ["", "", ""]
     assert cel(r"regex.extractAll(self.t, r'(?m)^(#)? ?backend')", t=text) == ["#"]
+    # Empty matches are skipped, whatever the text's characters.
+    for t in ("abc", "日本x", "😀é"):
+        assert cel(r"regex.extractAll(self.t, r'x*')", t=t) == (["x"] if "x" in t else [])
+        assert cel(r"regex.extractAll(self.t, r'(x*)')", t=t) == (["x"] if "x" in t else [])
+    assert cel(r"regex.extractAll(self.t, r'(.)')", t="é日x") == ["é", "日", "x"]
     with pytest.raises(EvalError, match="at most one capture group"):
         cel(r"regex.extractAll(self.t, r'(a)(b)')", t=text)
     with pytest.raises(EvalError, match="invalid regular expression"):
@@ -63,6 +68,7 @@ def test_extract_all() -> None:
         (r"(?m)^(\w+) \1$", "backreferences or lookaround"),  # a backreference
         (r"backend(?= )", "backreferences or lookaround"),  # lookahead
         (r"(?<=x)y", "backreferences or lookaround"),  # lookbehind
+        (r"((a{100}){100}){100}", "or is too large"),
     ],
 )
 def test_extract_all_refuses_what_only_a_backtracking_engine_runs(pattern: str, why: str) -> None:
@@ -81,15 +87,34 @@ def test_extract_all_takes_linear_time_on_a_pattern_that_backtracks_elsewhere() 
     assert cel(r"regex.extractAll(self.t, r'(a+)+b')", t="aab") == ["aa"]
 
 
-def test_a_rule_calling_them_is_cheap_unless_it_loops() -> None:
-    """Their work is linear in their input, like ``contains``: a loop-free rule that calls
-    them runs in-process; inside a comprehension the loop makes it expensive as always."""
+def test_sets_keep_a_rule_cheap_but_extract_all_counts_as_a_loop() -> None:
+    """The sets functions are linear in their input, like ``contains``. Finding every match
+    is not: ``a(?:.*z)?`` scans to the end of the text for each of its matches, so a rule
+    calling ``regex.extractAll`` runs in the worker under the time budget, like a loop."""
     flat = make_spec(cfg_rules=[rule("r", "sets.contains(self.lines, ['global'])")])
     [r] = RuleSet.from_spec(flat).rules
     assert not r.refs.iterates and is_cheap([r], 1)
-    looped = "self.lines.all(l, sets.contains(regex.extractAll(l, '(a)'), ['a']))"
+    extract = "sets.contains(regex.extractAll(self.content, '(a)'), ['a'])"
+    [r] = RuleSet.from_spec(make_spec(cfg_rules=[rule("r", extract)])).rules
+    assert r.refs.iterates and not is_cheap([r], 1)
+    looped = "self.lines.all(l, sets.contains([l], ['a']))"
     [r] = RuleSet.from_spec(make_spec(cfg_rules=[rule("r", looped)])).rules
     assert r.refs.iterates and not is_cheap([r], 1)
+
+
+def test_a_quadratic_extraction_is_stopped_by_the_time_budget() -> None:
+    """80,000 matches of ``a(?:.*z)?`` each scan to the end of 80,000 characters: seconds of
+    work that must end at the rule time budget as incomplete, not block the caller."""
+    import time
+
+    spec = make_spec(
+        cfg="{{ 'a' * 80000 }}\n",
+        cfg_rules=[rule("r", "regex.extractAll(self.content, 'a(?:.*z)?').size() > 0")],
+    )
+    started = time.monotonic()
+    result = ruled_render(spec, time_budget=0.2)
+    assert time.monotonic() - started < 2.0
+    assert [(b.budget, b.limit) for b in result.budgets] == [("ruleTime", 0.2)]
 
 
 def _quickstart_rule(name: str) -> dict[str, object]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
@@ -79,6 +80,43 @@ async def test_cancellation_kills_the_check() -> None:
     assert _alive_with(f"sleep {marker}") == []
 
 
+def test_a_child_killed_before_it_made_its_own_session_dies() -> None:
+    """Right after the fork the child is still in our process group: killing "its" group
+    would miss it (there is no such group yet), so it must be killed by pid as well."""
+    from controller.validation.sandbox.run import _kill_all
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        time.sleep(5)
+        os._exit(0)
+    try:
+        assert os.getpgid(pid) == os.getpgid(0)  # not its own group
+        _kill_all(pid, None)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+
+
+async def test_cancellation_right_after_the_fork_kills_the_program_at_once() -> None:
+    """Cancelled while the child may still be setting up its isolation, the program must
+    still be killed, and the cancellation must not wait for it to end by itself."""
+    for _ in range(10):
+        marker = f"{90 + secrets.randbelow(1000) / 1000:.3f}"
+        task = asyncio.create_task(
+            run_sandboxed(["/bin/sleep", marker], FileSet(), timeout=30, policy=TOOLS)
+        )
+        await asyncio.sleep(0)  # the task forks, then waits for its pipes
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 1.0
+        assert _alive_with(f"sleep {marker}") == []
+
+
 @pytest.fixture
 def listener() -> Iterator[tuple[socket.socket, int]]:
     s = socket.socket()
@@ -123,6 +161,10 @@ async def test_without_network_the_resolver_sees_only_the_loopback_stub() -> Non
     if not isolation_for(TOOLS).namespaces:
         pytest.skip("the stub lives in the private mount root (needs namespaces)")
     res = await run_sandboxed(["/bin/cat", "/etc/resolv.conf"], FileSet(), timeout=5, policy=TOOLS)
+    assert res.returncode == 0 and res.stdout == OFFLINE_RESOLV_CONF.decode(), res.stderr
+    # Also when a policy lets the program read all of /etc (bound read-only before the stub).
+    wide = SandboxPolicy(exec_system=True, read_paths=("/etc",))
+    res = await run_sandboxed(["/bin/cat", "/etc/resolv.conf"], FileSet(), timeout=5, policy=wide)
     assert res.returncode == 0 and res.stdout == OFFLINE_RESOLV_CONF.decode(), res.stderr
     # With network, the host's own file is what the program reads.
     policy = SandboxPolicy(exec_system=True, network=True)

@@ -10,14 +10,17 @@ work natively, in one call that the iteration budget does not count:
   elements is CEL's, so ``1 == 1.0`` but ``true != 1``;
 * ``regex.extractAll(text, pattern)`` — every match of ``pattern`` in ``text``; with one
   capture group the group's text (a match where the group took no part is left out), with
-  none the whole match, more than one group is an error. Patterns are RE2's, like those of
+  none the whole match, more than one group is an error; empty matches are skipped. Patterns are RE2's, like those of
   CEL's own ``matches()``: no backreferences or lookaround, which RE2 leaves out so that a
   match takes time linear in the text. A pattern RE2 cannot run is an evaluation error,
   never handed to a backtracking engine instead.
 
-Their cost is linear in their input (hash sets, RE2), like ``contains`` or ``matches``:
+The ``sets`` functions cost time linear in their input (hash sets), like ``contains``:
 what bounds a loop-free expression — its size times its input (``budget.py``) — bounds
-them too, so calling one does not make a rule expensive.
+them too. ``regex.extractAll`` does not have that bound: each match is found in linear
+time, but a pattern such as ``a(?:.*z)?`` scans to the end of the text for every one of
+its matches, so finding them all is quadratic. A rule that calls it therefore counts as a
+loop (:data:`LOOPING_FUNCTIONS`) and runs in the worker, under the time budget.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from typing import Any
 import re2
 from cel_expr_python import cel
 
-__all__ = ["extension"]
+__all__ = ["LOOPING_FUNCTIONS", "extension"]
+
+LOOPING_FUNCTIONS = frozenset({"regex.extractAll"})
+"""Functions whose work no bound of the expression limits (see the module docstring)."""
 
 _MAX_PATTERNS = 64
 _MAX_PATTERN_MEMORY = 8 << 20
@@ -82,11 +88,11 @@ def _compiled(pattern: str) -> re2.Pattern:
     except re2.error as exc:
         raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
     if not isinstance(rx, re2.Pattern):
-        # The binding hands patterns RE2 cannot run (backreferences, lookaround) to
-        # Python's backtracking engine; those are refused instead.
+        # The binding hands patterns RE2 cannot run to Python's backtracking engine; those
+        # are refused instead.
         raise ValueError(
-            f"regular expression {pattern!r} needs backreferences or lookaround, "
-            "which RE2 (the engine of rule patterns) does not support"
+            f"regular expression {pattern!r} is not one RE2 (the engine of rule patterns) "
+            "runs: it uses backreferences or lookaround, or is too large"
         )
     if rx.groups > 1:
         raise ValueError(
@@ -96,13 +102,13 @@ def _compiled(pattern: str) -> re2.Pattern:
 
 
 def _extract_all(text: str, pattern: str) -> list[str]:
+    """Non-empty matches only. An empty match (``x*`` between two characters) carries no
+    text, and the binding reports each one several times inside multi-byte characters (it
+    steps through the UTF-8 bytes), so counting them would depend on the text's encoding."""
     rx = _compiled(pattern)
-    found: list[str] = rx.findall(text)  # the group's text, or the whole match
-    if rx.groups == 0 or "" not in found:
-        return found
-    # findall gives "" both for an empty group and for one that took no part; only the
-    # match objects tell the two apart (and walking them costs a third more).
-    return [g for m in rx.finditer(text) if (g := m.group(1)) is not None]
+    if rx.groups == 0:
+        return [whole for whole in rx.findall(text) if whole]
+    return [g for m in rx.finditer(text) if m.end() > m.start() and (g := m.group(1)) is not None]
 
 
 def extension() -> cel.CelExtension:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.validation.rules.checked import Node
+from controller.validation.rules.natives import LOOPING_FUNCTIONS
 
 __all__ = ["ANY", "Refs", "collect"]
 
@@ -37,8 +38,9 @@ class Refs:
     collections: frozenset[str] = frozenset()
     """Collection names read through ``resources`` (``ANY`` when computed)."""
     iterates: bool = False
-    """The expression contains a comprehension (a loop). Without one, its work is bounded by
-    its size times its input (the native functions are linear too)."""
+    """The expression contains a comprehension (a loop) or calls a function that works like
+    one (``natives.LOOPING_FUNCTIONS``). Without either, its work is bounded by its size
+    times its input."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
 
@@ -80,6 +82,8 @@ def collect(root: Node) -> Refs:
                 if node.name in names:
                     names[node.name].add(named(node, parent))
             return
+        if node.kind == "call" and node.name in LOOPING_FUNCTIONS:
+            iterates = True
         if node.kind == "comprehension":
             iterates = True
             for child in node.outer:

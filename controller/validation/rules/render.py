@@ -189,13 +189,9 @@ class RuledRenderer:
                 # none blocked; the render is kept only if no object blocks anything, which
                 # is then exactly the render the objects' verdicts call for. Each side has
                 # the whole time budget: they run side by side.
+                objects_budget = RunBudget(self.time_budget)
                 checking = _objects_pool().submit(
-                    _timed_check,
-                    self.ruleset,
-                    wanted,
-                    RunBudget(self.time_budget),
-                    self.isolation,
-                    self._memo,
+                    _timed_check, self.ruleset, wanted, objects_budget, self.isolation, self._memo
                 )
                 hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
                 result = self.renderer.render(
@@ -220,8 +216,20 @@ class RuledRenderer:
                     budgets=tuple(budgets),
                 )
             skip = self._blocked_by_objects(batch.by_collection)
-            if skip:
-                result = None  # rendered with objects that block outputs: render again
+            if result is not None:
+                kept = (
+                    not skip
+                    and budget.exhausted is None
+                    and budget.used + objects_budget.used <= budget.limit
+                )
+                if kept:
+                    budget.used += objects_budget.used  # one budget, as if judged first
+                else:
+                    # An object blocks outputs, or judged first the objects would have left
+                    # the output rules less time: render again, with the verdicts and with
+                    # the time the objects left.
+                    result = None
+                    budget = RunBudget(self.time_budget, used=objects_budget.used)
         if result is None:
             hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
             result = self.renderer.render(

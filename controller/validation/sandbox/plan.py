@@ -147,7 +147,9 @@ class Plan:
             tgt = b.target
             if b.is_dir:
                 os.makedirs(tgt, mode=0o755, exist_ok=True)
-            else:
+            elif not os.path.lexists(tgt):
+                # A mount point; an existing file (inside a tree bound read-only before,
+                # such as the resolver stub over /etc/resolv.conf) serves as it is.
                 os.makedirs(os.path.dirname(tgt), mode=0o755, exist_ok=True)
                 os.close(os.open(tgt, os.O_CREAT | os.O_WRONLY, 0o644))
             self._mount(b.source, tgt, None, linux.MS_BIND | linux.MS_REC)

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,10 @@ def _cpu_count(cgroup: str = "/sys/fs/cgroup") -> int:
         n = min(n, max(1, math.ceil(quota)))
     return max(1, n)
 
+
+_REAP_POLLS = 200
+_REAP_INTERVAL = 0.0005
+"""Up to 0.1 s for a killed program to be gone before a thread takes over the wait."""
 
 _max_concurrency = _cpu_count()
 _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
@@ -234,11 +239,20 @@ class _Child:
             os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
 
     def reap(self) -> None:
-        """Wait for a child that was just killed, so that none is left a zombie."""
-        if self.returncode is None:
-            with contextlib.suppress(ChildProcessError):
-                _, status = os.waitpid(self.pid, 0)
-                self.returncode = os.waitstatus_to_exitcode(status)
+        """Collect a child that was just killed, so that none is left a zombie.
+
+        A killed process is gone within moments; one that is not (stuck in the kernel) is
+        left to a thread to wait for, rather than blocking the event loop."""
+        for _ in range(_REAP_POLLS):
+            if self.poll() is not None:
+                return
+            time.sleep(_REAP_INTERVAL)
+        if self.poll() is None:
+            threading.Thread(target=self._reap_blocking, name="htc-reap", daemon=True).start()
+
+    def _reap_blocking(self) -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
 
 def _watch_exit(
@@ -300,7 +314,14 @@ def _leftovers(session: int, uid: int | None) -> list[int]:
 
 
 def _kill_all(pgid: int, uid: int | None) -> None:
-    """Kill the process group, then anything that escaped it (new session, same uid)."""
+    """Kill the program, its process group, then anything that escaped it (new session,
+    same uid).
+
+    ``pgid`` is the program's pid, not yet reaped (so it cannot name another process). It is
+    killed by pid first: right after the fork it has not yet made its own session, and the
+    group of that id does not exist yet."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pgid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     for _ in range(20):

@@ -62,6 +62,9 @@ def spawn(argv: Sequence[str], workdir: str, plan: Plan) -> Spawned:
         raise
     for fd in (devnull, out_w, err_w, st_w):
         os.close(fd)
+    # Read once the child is gone, when its message (if any) is already in the pipe: never
+    # wait there for another process that inherited the write end meanwhile.
+    os.set_blocking(st_r, False)
     return Spawned(pid=pid, stdout=out_r, stderr=err_r, status=st_r)
 
 
@@ -102,12 +105,14 @@ def _child(
 
 def exec_error(status_fd: int) -> str | None:
     """Why the child did not reach exec, or None when it did. Call it once the child has
-    exited (the pipe's write end is then closed, so this never blocks) and only once: it
-    closes the descriptor."""
+    exited (whatever it wrote is in the pipe by then) and only once: it closes the
+    descriptor."""
+    chunks = []
     try:
-        chunks = []
         while chunk := os.read(status_fd, 4096):
             chunks.append(chunk)
+    except BlockingIOError:
+        pass  # the write end is still open elsewhere; what the child wrote is read
     except OSError:
         return None
     finally:

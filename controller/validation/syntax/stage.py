@@ -45,12 +45,14 @@ class SyntaxStage:
     def gate(self, ctx: StageContext) -> bool:
         """True when the policy and file-reference checks of :meth:`run` will certainly find
         nothing, decided from a cheap reading (see ``gate``): the pipeline may start
-        ``haproxy -c`` before :meth:`run` has finished, and marks the context
-        ``security_cleared`` so that :meth:`run` does not repeat those checks — the gate ran
-        the very same check functions over every line they could act on. False means "not
-        established"."""
+        ``haproxy -c`` before :meth:`run` has finished. The answer is recorded on the
+        context (``security_cleared``, set here and nowhere else), so that :meth:`run`
+        does not repeat those checks: the gate ran the very same check functions over every
+        line they could act on. False means "not established"."""
         with paused_gc():
-            return lean_gate(ctx.files, self.allow)
+            cleared = lean_gate(ctx.files, self.allow)
+        ctx.security_cleared = cleared
+        return cleared
 
     async def run(self, ctx: StageContext) -> StageOutcome:
         started = time.perf_counter()
