@@ -13,7 +13,9 @@ incomplete (``analysis_incomplete`` with a budget record), never a pass:
 
 "Cheap" means no comprehension in any program of the batch and few evaluations: without
 loops the work is bounded by the expression's size (at most 4,096 characters, 32 levels of
-nesting) times the input, which the deadline cannot usefully improve on.
+nesting) times the input, which the deadline cannot usefully improve on. The one native
+function without that bound, ``regex.extractAll``, looks at the deadline itself
+(``deadline.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TypeVar
 from controller.diagnostics import Phase
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion
+from controller.validation.rules import deadline
 from controller.validation.rules.cel import ITERATION_BUDGET
 from controller.validation.rules.compiled import CompiledRule
 from controller.validation.rules.isolate import (
@@ -124,7 +127,12 @@ def execute(
     started = time.monotonic()
     try:
         if isolation is Isolation.NEVER or (isolation is Isolation.AUTO and cheap):
-            result: T | None = fn()
+            with deadline.within(budget.remaining) as watch:
+                result: T | None = fn()
+            if watch.tripped:  # a native function stopped at the deadline: no verdict
+                budget.used += time.monotonic() - started
+                budget.exhausted = _time(budget)
+                return None
         else:
             result = run_isolated(fn, budget.remaining, cancel=cancel)
     except WorkerDeadline:

@@ -19,8 +19,9 @@ The ``sets`` functions cost time linear in their input (hash sets), like ``conta
 what bounds a loop-free expression — its size times its input (``budget.py``) — bounds
 them too. ``regex.extractAll`` does not have that bound: each match is found in linear
 time, but a pattern such as ``a(?:.*z)?`` scans to the end of the text for every one of
-its matches, so finding them all is quadratic. A rule that calls it therefore counts as a
-loop (:data:`LOOPING_FUNCTIONS`) and runs in the worker, under the time budget.
+its matches, so finding them all is quadratic. It therefore looks at the evaluation's
+deadline between matches (``deadline.py``): in-process it stops within one match's time
+of the deadline and the batch is reported out of time; in a worker the kill does it.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from typing import Any
 import re2
 from cel_expr_python import cel
 
-__all__ = ["LOOPING_FUNCTIONS", "extension"]
+from controller.validation.rules import deadline
 
-LOOPING_FUNCTIONS = frozenset({"regex.extractAll"})
-"""Functions whose work no bound of the expression limits (see the module docstring)."""
+__all__ = ["extension"]
+
+_CHECK_EVERY = 64
+"""Matches between two looks at the deadline (one match costs at most a scan of the text)."""
 
 _MAX_PATTERNS = 64
 _MAX_PATTERN_MEMORY = 8 << 20
@@ -103,12 +106,30 @@ def _compiled(pattern: str) -> re2.Pattern:
 
 def _extract_all(text: str, pattern: str) -> list[str]:
     """Non-empty matches only. An empty match (``x*`` between two characters) carries no
-    text, and the binding reports each one several times inside multi-byte characters (it
-    steps through the UTF-8 bytes), so counting them would depend on the text's encoding."""
+    text, and the binding's own iteration reports each one several times inside multi-byte
+    characters, so they are skipped; matches are found one search at a time, so that the
+    deadline can be looked at in between."""
     rx = _compiled(pattern)
-    if rx.groups == 0:
-        return [whole for whole in rx.findall(text) if whole]
-    return [g for m in rx.finditer(text) if m.end() > m.start() and (g := m.group(1)) is not None]
+    deadline.check()
+    group = 1 if rx.groups else 0
+    found: list[str] = []
+    pos, end, searches = 0, len(text), 0
+    while pos <= end:
+        m = rx.search(text, pos)
+        if m is None:
+            break
+        start, stop = m.span()
+        if stop > start:
+            value = m.group(group)
+            if value is not None:
+                found.append(value)
+            pos = stop
+        else:
+            pos = stop + 1
+        searches += 1
+        if not searches % _CHECK_EVERY:
+            deadline.check()
+    return found
 
 
 def extension() -> cel.CelExtension:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.validation.rules.checked import Node
-from controller.validation.rules.natives import LOOPING_FUNCTIONS
 
 __all__ = ["ANY", "Refs", "collect"]
 
@@ -38,9 +37,9 @@ class Refs:
     collections: frozenset[str] = frozenset()
     """Collection names read through ``resources`` (``ANY`` when computed)."""
     iterates: bool = False
-    """The expression contains a comprehension (a loop) or calls a function that works like
-    one (``natives.LOOPING_FUNCTIONS``). Without either, its work is bounded by its size
-    times its input."""
+    """The expression contains a comprehension (a loop). Without one, its work is bounded by
+    its size times its input; ``regex.extractAll``, which is not, watches the deadline
+    itself (``deadline.py``)."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
 
@@ -82,8 +81,6 @@ def collect(root: Node) -> Refs:
                 if node.name in names:
                     names[node.name].add(named(node, parent))
             return
-        if node.kind == "call" and node.name in LOOPING_FUNCTIONS:
-            iterates = True
         if node.kind == "comprehension":
             iterates = True
             for child in node.outer:
