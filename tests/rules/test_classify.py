@@ -72,9 +72,28 @@ def test_tree_walk_agrees_with_the_checker(
         assert proven == (var in a.refs.variables), var
 
 
-def test_loops_are_detected() -> None:
-    assert analyse("self.lines.all(l, l != '')").refs.iterates
-    assert not analyse("self.content.contains('x')").refs.iterates
+@pytest.mark.parametrize(
+    ("source", "iterates"),
+    [
+        ("self.content.contains('x')", False),
+        # Element-local all/exists/exists_one: each step reads one element, builds nothing.
+        ("self.lines.all(l, l != '')", False),
+        ("self.lines.exists(l, l.matches('^global'))", False),
+        ("self.lines.exists_one(l, l == 'global')", False),
+        ("self.lines.all(l, l.split(' ').size() < 64)", False),
+        # Growing faster than the input, or possibly so.
+        ("self.lines.all(l, self.content.contains(l))", True),  # reads the whole input
+        ("self.lines.map(l, l).size() > 0", True),  # builds a list each step
+        ("self.lines.filter(l, l == 'a').size() > 0", True),
+        ("self.lines.all(l, l.split(',').all(x, x != ''))", True),  # nested
+        ("[1, 2].all(a, [1, 2].exists(b, a == b))", True),
+        ("self.lines.all(l, [l, l].size() == 2)", True),  # builds a list each step
+        ("self.content.replace('a', self.content).size() > 0", True),  # quadratic output
+        ("self.content.replace('a', 'bb').size() > 0", False),
+    ],
+)
+def test_loops_that_may_outgrow_their_input_are_detected(source: str, iterates: bool) -> None:
+    assert analyse(source).refs.iterates is iterates
 
 
 def test_unreadable_tree_falls_back_to_the_conservative_answer(

@@ -11,11 +11,11 @@ incomplete (``analysis_incomplete`` with a budget record), never a pass:
   runs in-process and its time is charged afterwards.
 * ``ruleMemory`` — address space the child may add (1 GiB).
 
-"Cheap" means no comprehension in any program of the batch and few evaluations: without
-loops the work is bounded by the expression's size (at most 4,096 characters, 32 levels of
-nesting) times the input, which the deadline cannot usefully improve on. The one native
-function without that bound, ``regex.extractAll``, looks at the deadline itself
-(``deadline.py``).
+"Cheap" means few evaluations of programs whose work is bounded by the expression's size
+(at most 4,096 characters, 32 levels of nesting) times the input, which the deadline cannot
+usefully improve on: no loop other than an element-local ``all``/``exists``/``exists_one``
+(``refs.py`` says which). The one native function without that bound,
+``regex.extractAll``, looks at the deadline itself (``deadline.py``).
 """
 
 from __future__ import annotations

@@ -37,9 +37,11 @@ class Refs:
     collections: frozenset[str] = frozenset()
     """Collection names read through ``resources`` (``ANY`` when computed)."""
     iterates: bool = False
-    """The expression contains a comprehension (a loop). Without one, its work is bounded by
-    its size times its input; ``regex.extractAll``, which is not, watches the deadline
-    itself (``deadline.py``)."""
+    """The expression holds a loop whose work may grow faster than its input: a comprehension
+    other than an element-local ``all``/``exists``/``exists_one``, or a ``replace`` whose
+    replacement is not a constant. Without one, its work is bounded by its size times its
+    input; ``regex.extractAll``, which is not, watches the deadline itself
+    (``deadline.py``)."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
 
@@ -51,6 +53,31 @@ class Refs:
             self.iterates or other.iterates,
             self.size + other.size,
         )
+
+
+_REPLACE = "replace"
+_BUILDERS = frozenset({"comprehension", "list", "struct"})
+
+
+def _constant_replacement(call: Node) -> bool:
+    """``s.replace(old, new)`` with a constant ``new``: at most ``len(new)`` per character
+    of ``s``, so linear; any other replacement can grow with the input on both sides."""
+    return len(call.args) >= 2 and call.args[1].kind == "const"
+
+
+def _element_local(loop: Node) -> bool:
+    """An ``all``/``exists``/``exists_one`` whose body reads only its own element and
+    accumulator and builds nothing: each step costs at most the expression's size times one
+    element, so the loop as a whole stays within its size times the input, like a
+    loop-free expression. ``map`` and ``filter`` build a list at every step, a nested loop
+    multiplies, and a body that reads anything else (``self``, another loop's variable) may
+    scan the whole input at every step: those count as loops."""
+    own = set(loop.binds)
+    for part in loop.inner:
+        for n in part.walk():
+            if n.kind in _BUILDERS or (n.kind == "ident" and n.name not in own):
+                return False
+    return True
 
 
 def collect(root: Node) -> Refs:
@@ -81,8 +108,11 @@ def collect(root: Node) -> Refs:
                 if node.name in names:
                     names[node.name].add(named(node, parent))
             return
+        if node.kind == "call" and node.name == _REPLACE and not _constant_replacement(node):
+            iterates = True  # x.replace(a, x): output quadratic in the input
         if node.kind == "comprehension":
-            iterates = True
+            if not _element_local(node):
+                iterates = True
             for child in node.outer:
                 visit(child, bound, node)
             loop = bound | set(node.binds)
