@@ -105,29 +105,18 @@ def _compiled(pattern: str) -> re2.Pattern:
 
 
 def _extract_all(text: str, pattern: str) -> list[str]:
-    """Non-empty matches only. An empty match (``x*`` between two characters) carries no
-    text, and the binding's own iteration reports each one several times inside multi-byte
-    characters, so they are skipped; matches are found one search at a time, so that the
-    deadline can be looked at in between."""
+    """Non-empty matches only: an empty match (``x*`` between two characters) carries no
+    text, and the binding reports each one several times inside multi-byte characters.
+    Each step of the iteration is one search (linear in the text), so looking at the
+    deadline every few matches bounds how far past it the call can run."""
     rx = _compiled(pattern)
     deadline.check()
     group = 1 if rx.groups else 0
     found: list[str] = []
-    pos, end, searches = 0, len(text), 0
-    while pos <= end:
-        m = rx.search(text, pos)
-        if m is None:
-            break
-        start, stop = m.span()
-        if stop > start:
-            value = m.group(group)
-            if value is not None:
-                found.append(value)
-            pos = stop
-        else:
-            pos = stop + 1
-        searches += 1
-        if not searches % _CHECK_EVERY:
+    for count, m in enumerate(rx.finditer(text), 1):
+        if m.end() > m.start() and (value := m.group(group)) is not None:
+            found.append(value)
+        if not count % _CHECK_EVERY:
             deadline.check()
     return found
 
