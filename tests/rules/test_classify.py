@@ -88,8 +88,20 @@ def test_tree_walk_agrees_with_the_checker(
         ("self.lines.all(l, l.split(',').all(x, x != ''))", True),  # nested
         ("[1, 2].all(a, [1, 2].exists(b, a == b))", True),
         ("self.lines.all(l, [l, l].size() == 2)", True),  # builds a list each step
-        ("self.content.replace('a', self.content).size() > 0", True),  # quadratic output
-        ("self.content.replace('a', 'bb').size() > 0", False),
+        # Output that can be a multiple of the input: chained, exponential.
+        ("self.content.replace('a', self.content).size() > 0", True),
+        ("self.content.replace('a', 'bb').size() > 0", True),
+        ("self.content.split(',').join('x').size() > 0", True),
+        ("strings.quote(self.content).size() > 0", True),
+        # optMap binds a value (a loop over nothing whose result computes with it).
+        ("optional.of(self.content).optMap(a, a + a).hasValue()", True),
+        ("optional.of(self.content).optMap(a, optional.of(a).optMap(b, b)).hasValue()", True),
+        ("optional.of(self.content).optMap(a, a.size()).hasValue()", False),
+        # A pattern from the input: RE2's time per character grows with the pattern.
+        ("self.content.matches(self.lines[0])", True),
+        ("regex.extractAll(self.content, self.lines[0]).size() > 0", True),
+        ("self.content.matches('^global')", False),
+        ("regex.extractAll(self.content, '(a)').size() > 0", False),
     ],
 )
 def test_loops_that_may_outgrow_their_input_are_detected(source: str, iterates: bool) -> None:

@@ -101,6 +101,19 @@ def test_a_rule_calling_them_is_cheap_unless_it_loops() -> None:
     assert r.refs.iterates and not is_cheap([r], 1)
 
 
+@pytest.mark.parametrize("isolation", [Isolation.AUTO, Isolation.NEVER])
+def test_an_in_process_batch_past_its_budget_is_no_verdict(isolation: Isolation) -> None:
+    """A cheap batch cannot be interrupted, but one that ran past the budget gives no
+    verdict either way: a worker would have been killed by then."""
+    spec = make_spec(cfg_rules=[rule("r", "self.content.contains('frontend')")])
+    [r] = RuleSet.from_spec(spec).rules
+    assert is_cheap([r], 1)
+    late = ruled_render(spec, time_budget=1e-9, isolation=isolation)
+    assert [b.budget for b in late.budgets] == ["ruleTime"]
+    assert not any(d.rule_id.startswith("E5") for d in late.diagnostics)
+    assert ruled_render(spec, isolation=isolation).ok  # in time, the same rule passes
+
+
 @pytest.mark.parametrize("isolation", [Isolation.AUTO, Isolation.NEVER, Isolation.ALWAYS])
 def test_a_quadratic_extraction_is_stopped_by_the_time_budget(isolation: Isolation) -> None:
     """80,000 matches of ``a(?:.*z)?`` each scan to the end of 80,000 characters: seconds of

@@ -127,10 +127,14 @@ def execute(
     started = time.monotonic()
     try:
         if isolation is Isolation.NEVER or (isolation is Isolation.AUTO and cheap):
-            with deadline.within(budget.remaining) as watch:
+            allowed = budget.remaining
+            with deadline.within(allowed) as watch:
                 result: T | None = fn()
-            if watch.tripped:  # a native function stopped at the deadline: no verdict
-                budget.used += time.monotonic() - started
+            spent = time.monotonic() - started
+            if watch.tripped or spent > allowed:
+                # Stopped at the deadline, or past it before anything could stop it: what
+                # the batch found is no verdict (a worker would have been killed by now).
+                budget.used += spent
                 budget.exhausted = _time(budget)
                 return None
         else:

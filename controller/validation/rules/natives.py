@@ -118,6 +118,7 @@ def _extract_all(text: str, pattern: str) -> list[str]:
             found.append(value)
         if not count % _CHECK_EVERY:
             deadline.check()
+    deadline.check()
     return found
 
 

@@ -37,11 +37,11 @@ class Refs:
     collections: frozenset[str] = frozenset()
     """Collection names read through ``resources`` (``ANY`` when computed)."""
     iterates: bool = False
-    """The expression holds a loop whose work may grow faster than its input: a comprehension
-    other than an element-local ``all``/``exists``/``exists_one``, or a ``replace`` whose
-    replacement is not a constant. Without one, its work is bounded by its size times its
-    input; ``regex.extractAll``, which is not, watches the deadline itself
-    (``deadline.py``)."""
+    """The expression may do work that grows faster than its size times its input: a
+    comprehension other than an element-local ``all``/``exists``/``exists_one``, a string
+    function whose output can multiply (``replace``, ``join``, ``quote``, ``format``), or a
+    pattern that is not a constant. ``regex.extractAll`` with a constant pattern, which is
+    not bounded either, watches the deadline itself (``deadline.py``)."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
 
@@ -55,24 +55,47 @@ class Refs:
         )
 
 
-_REPLACE = "replace"
 _BUILDERS = frozenset({"comprehension", "list", "struct"})
+_MULTIPLYING = frozenset({"replace", "join", "quote", "strings.quote", "format"})
+"""String functions whose output can be a multiple of their input (``replace('', long)``,
+``join`` with a long separator, quoting, formatting), so that a chain of them grows
+exponentially in the expression's length: never in-process."""
+_PATTERN_TAKERS = {"matches": 1, "regex.extractAll": 1}
+"""Functions taking a pattern, and its index among the arguments after the receiver: a
+pattern that is not a constant may come from a hostile object, and RE2's time per
+character grows with the pattern's size."""
 
 
-def _constant_replacement(call: Node) -> bool:
-    """``s.replace(old, new)`` with a constant ``new``: at most ``len(new)`` per character
-    of ``s``, so linear; any other replacement can grow with the input on both sides."""
-    return len(call.args) >= 2 and call.args[1].kind == "const"
+def _expensive_call(call: Node) -> bool:
+    if call.name in _MULTIPLYING:
+        return True
+    index = _PATTERN_TAKERS.get(call.name)
+    if index is None:
+        return False
+    args = call.args if call.target is None else (call.target, *call.args)
+    return len(args) <= index or args[index].kind != "const"
 
 
 def _element_local(loop: Node) -> bool:
     """An ``all``/``exists``/``exists_one`` whose body reads only its own element and
-    accumulator and builds nothing: each step costs at most the expression's size times one
-    element, so the loop as a whole stays within its size times the input, like a
-    loop-free expression. ``map`` and ``filter`` build a list at every step, a nested loop
-    multiplies, and a body that reads anything else (``self``, another loop's variable) may
-    scan the whole input at every step: those count as loops."""
+    accumulator and builds nothing, and whose result is the accumulator: each step costs at
+    most the expression's size times one element, so the loop as a whole stays within its
+    size times the input, like a loop-free expression. ``map`` and ``filter`` build a list
+    at every step, a nested loop multiplies, a body that reads anything else (``self``,
+    another loop's variable) may scan the whole input at every step, and a result that does
+    more than look at the accumulator once (``optMap`` binds a value and computes with it)
+    can multiply it: those count as loops."""
     own = set(loop.binds)
+    result = loop.result
+    if result is None:
+        return False
+    uses = 0
+    for n in result.walk():  # the accumulator itself, or one test of it (exists_one: == 1)
+        if n.kind in _BUILDERS or (n.kind == "ident" and n.name != loop.accu):
+            return False
+        uses += n.kind == "ident"
+    if uses > 1:
+        return False
     for part in loop.inner:
         for n in part.walk():
             if n.kind in _BUILDERS or (n.kind == "ident" and n.name not in own):
@@ -108,8 +131,8 @@ def collect(root: Node) -> Refs:
                 if node.name in names:
                     names[node.name].add(named(node, parent))
             return
-        if node.kind == "call" and node.name == _REPLACE and not _constant_replacement(node):
-            iterates = True  # x.replace(a, x): output quadratic in the input
+        if node.kind == "call" and _expensive_call(node):
+            iterates = True
         if node.kind == "comprehension":
             if not _element_local(node):
                 iterates = True

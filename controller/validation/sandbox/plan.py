@@ -88,6 +88,10 @@ class _Bind:
     is_dir: bool
     writable: bool = False
     device: bool = False
+    optional: bool = False
+    """Skipped where the target cannot be a plain mount point (a symlink, or missing inside
+    a tree bound read-only before): for the resolver stub, whose absence only fails
+    ``parse-resolv-conf``."""
 
 
 @dataclass
@@ -147,11 +151,18 @@ class Plan:
             tgt = b.target
             if b.is_dir:
                 os.makedirs(tgt, mode=0o755, exist_ok=True)
+            elif b.optional and os.path.islink(tgt):
+                continue  # mounting would follow the link
             elif not os.path.lexists(tgt):
                 # A mount point; an existing file (inside a tree bound read-only before,
                 # such as the resolver stub over /etc/resolv.conf) serves as it is.
-                os.makedirs(os.path.dirname(tgt), mode=0o755, exist_ok=True)
-                os.close(os.open(tgt, os.O_CREAT | os.O_WRONLY, 0o644))
+                try:
+                    os.makedirs(os.path.dirname(tgt), mode=0o755, exist_ok=True)
+                    os.close(os.open(tgt, os.O_CREAT | os.O_WRONLY, 0o644))
+                except OSError:
+                    if b.optional:
+                        continue
+                    raise
             self._mount(b.source, tgt, None, linux.MS_BIND | linux.MS_REC)
             flags = linux.MS_BIND | linux.MS_REMOUNT | linux.MS_NOSUID
             if not b.writable:
@@ -310,7 +321,12 @@ def build_plan(
                     bound.append(real)
             if stub is not None:
                 plan.binds.append(
-                    _Bind(stub.encode(), (root + "/etc/resolv.conf").encode(), is_dir=False)
+                    _Bind(
+                        stub.encode(),
+                        (root + "/etc/resolv.conf").encode(),
+                        is_dir=False,
+                        optional=True,
+                    )
                 )
             for c in chains:
                 plan.symlinks.extend(_symlink_chain(c)[0])
