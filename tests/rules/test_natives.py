@@ -28,6 +28,10 @@ def cel(expression: str, **data: object) -> object:
         ("sets.contains([], [])", True),
         ("sets.contains([1], [1.0])", True),  # CEL equality across numbers
         ("sets.contains([1], [true])", False),  # but a bool is not a number
+        ("sets.contains(['1'], [1])", False),  # nor a string
+        ("sets.contains([b'a'], ['a'])", False),  # and bytes are not a string
+        ("sets.contains([['a']], [['a']])", True),
+        ("sets.contains([{'a': 'b'}], [{'a': 'b'}])", True),
         ("sets.contains([{'a': [1]}], [{'a': [1]}])", True),
         ("sets.equivalent([1, 1, 2], [2, 1])", True),
         ("sets.equivalent([1], [1, 2])", False),

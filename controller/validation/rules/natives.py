@@ -48,7 +48,10 @@ still in linear time."""
 
 def _key(value: Any) -> Hashable:
     """A hashable stand-in with CEL's equality: numbers compare by value across int, uint
-    and double; bool, string, bytes and null only equal their own kind."""
+    and double; bool, string, bytes and null only equal their own kind. A string is its
+    own key (the common case, and no other kind's key is a string)."""
+    if type(value) is str:
+        return value
     if value is None:
         return ("null",)
     if isinstance(value, bool):
@@ -56,7 +59,7 @@ def _key(value: Any) -> Hashable:
     if isinstance(value, int | float):
         return ("num", value)
     if isinstance(value, str):
-        return ("str", value)
+        return str(value)
     if isinstance(value, bytes):
         return ("bytes", value)
     if isinstance(value, Mapping):
