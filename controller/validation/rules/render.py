@@ -186,9 +186,9 @@ class RuledRenderer:
             started = time.perf_counter()
             if self._worth_overlapping(wanted):
                 # The objects are judged in a forked worker while this thread renders with
-                # none blocked; the render is kept only if no object blocks anything, which
-                # is then exactly the render the objects' verdicts call for. Each side has
-                # the whole time budget: they run side by side.
+                # none blocked; the render is kept only if no object blocks anything and
+                # both sides fit in the one time budget together — exactly the render that
+                # judging first calls for. Otherwise it is done again below.
                 objects_budget = RunBudget(self.time_budget)
                 checking = _objects_pool().submit(
                     _timed_check, self.ruleset, wanted, objects_budget, self.isolation, self._memo
