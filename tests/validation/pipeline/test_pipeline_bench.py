@@ -19,6 +19,9 @@ KEYS = {
     "haproxyVersion",
     "files",
     "renderMs",
+    "ruledRenderMs",
+    "rulesInlineMs",
+    "ruledRenderWarmMs",
     "syntaxMs",
     "schemaMs",
     "haproxyMs",
@@ -56,3 +59,5 @@ def test_benchmark_prints_one_json_object(haproxy_bin: str) -> None:
     # Wall time minus the stages: below zero means the breakdown counts a stage twice (or
     # misses overlap), which would make any upper bound meaningless.
     assert 0.0 <= result["cold"]["pipelineOwnMs"] < 10.0
+    # The controller's render includes the templates' and its inline rules' share of it.
+    assert 0.0 < result["rulesInlineMs"] < result["ruledRenderMs"]
