@@ -282,9 +282,16 @@ class Pipeline:
                 owner = True
                 return self._run_stages(render, opts, key)
 
-            run = await self._flight.run(key, work)
-            # A caller that joined another's run gets template locations from its own map.
-            return self._assemble(render, run, opts, started, hit=False, refresh=not owner)
+            # Every millisecond until the report is out delays the verdict, and the collector
+            # finds nothing to free in what the stages build (it is their result): its pass
+            # over those young objects (5-9 ms after a cold parse) waits until then.
+            pause = GcPause().begin()
+            try:
+                run = await self._flight.run(key, work)
+                # A caller that joined another's run gets template locations from its own map.
+                return self._assemble(render, run, opts, started, hit=False, refresh=not owner)
+            finally:
+                pause.end()
         except Exception as exc:
             # Only a bug in the pipeline itself gets here; still a report, never a crash.
             log.exception("pipeline failed outside any stage")
@@ -333,19 +340,12 @@ class Pipeline:
         window_started = 0.0
         early_ms = 0.0  # spent starting stages ahead of the window (they overlap from then)
         index = 0
-        # Up to the spawn of haproxy -c, every millisecond delays the verdict; the collector
-        # finds nothing to free in what the syntax stage builds, so it waits until then.
-        pause = GcPause().begin()
         try:
             for index, stage in enumerate(self.stages):
                 if self.overlap and index == self._window.start and len(self._window) > 1:
                     # Everything before the window passed: the candidate may reach haproxy.
                     window_started = time.perf_counter()
                     ahead.update(self._speculate(ctx, started=ahead))
-                    # Runs after the tasks' first steps: haproxy -c is spawned by then.
-                    asyncio.get_running_loop().call_soon(pause.end)
-                elif index >= self._window.start:
-                    pause.end()
                 elif (
                     self.overlap
                     and index + 1 == self._window.start
@@ -371,7 +371,6 @@ class Pipeline:
                 if progress.record(stage, outcome, elapsed, opts):
                     break
         finally:
-            pause.end()
             # A stage stopped the run (or the run was cancelled): what ran ahead is discarded.
             await _discard(ahead.values())
         stop = progress.stop

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.diagnostics import Diagnostic
-from controller.validation.syntax import filerefs, parse, policy
+from controller.validation.syntax import filerefs, gcpause, parse, policy
 from controller.validation.syntax.gcpause import GcPause, paused_gc
 from controller.validation.syntax.model import ParsedConfig, Section
 
@@ -173,6 +175,29 @@ def test_gc_pause_nests_and_restores() -> None:
     pause.begin()  # idempotent
     pause.end()
     pause.end()
+    assert gc.isenabled()
+
+
+def test_gc_pauses_that_overlap_for_too_long_still_collect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Node:
+        other: object = None
+
+    outer = GcPause().begin()
+    try:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only the collector frees it
+        gone = weakref.ref(a)
+        del a, b
+        with paused_gc():
+            assert gone() is not None  # paused: the cycle is still there
+        monkeypatch.setattr(gcpause, "MAX_PAUSE_S", 0.0)
+        with paused_gc():  # the collector has been off "too long": this pause collects first
+            assert gone() is None
+            assert not gc.isenabled()
+    finally:
+        outer.end()
     assert gc.isenabled()
 
 
