@@ -25,6 +25,7 @@ from collections.abc import Callable
 from types import BuiltinMethodType, MethodType
 from typing import Any
 
+import jinja2.filters
 from jinja2 import BaseLoader, StrictUndefined
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import Context, Undefined
@@ -43,6 +44,11 @@ MAX_POWER_BITS = 4_096
 _ITEM_FIRST = (dict, FrozenDict)
 _TYPE_ATTRS = {tp: frozenset(dir(tp)) for tp in _ITEM_FIRST}
 _SAFE_CACHE_SIZE = 4096
+
+SYNC_VARIANTS = (
+    "first", "groupby", "join", "list", "map", "reject", "rejectattr", "select",
+    "selectattr", "slice", "sum", "unique",
+)  # fmt: skip
 
 #: Jinja2 built-ins whose output differs between two renders of the same inputs.
 NONDETERMINISTIC_FILTERS = ("random",)
@@ -104,6 +110,11 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             cache_size=0,
         )
         self.globals["range"] = bounded_range
+        # The stock filters that also have an async variant dispatch on every call (is the
+        # environment async?); this one never is, so they are bound to the sync variant
+        # directly — the same functions the dispatcher would call.
+        for name in SYNC_VARIANTS:
+            self.filters[name] = getattr(jinja2.filters, f"sync_do_{name}")
         # A render must be a pure function of its inputs: identical inputs give identical
         # bytes, or checksums, caching and "deploy only when changed" stop meaning anything.
         for name in NONDETERMINISTIC_FILTERS:

@@ -284,6 +284,76 @@ def group_by(value: Any, path: str) -> list[Group]:
     return [Group(k, groups[k]) for k in keys]
 
 
+# -- Kubernetes EndpointSlices ---------------------------------------------------------------
+
+_IP_FAMILIES = ("IPv4", "IPv6")
+
+
+def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
+    """The ready endpoints of one Service port, from its EndpointSlices: what a backend's
+    server lines are made of.
+
+    Kubernetes rules, in one call instead of four nested template loops (a fifth of the
+    quickstart's render time): slices in ``metadata.name`` order, ``FQDN`` slices skipped;
+    in each, the port named ``port_name`` (``''`` for the unnamed port); every address of
+    every endpoint whose ``conditions.ready`` is not ``false`` (unset means ready). An
+    address:port that two slices list (as while endpoints move between slices) or one slice
+    lists twice is returned once, where it first appears: HAProxy refuses two servers of
+    one name. Each item is ``{address, port, endpoint}``, ``endpoint`` being the endpoint
+    object (for its ``zone``, ``nodeName``, ``hostname``, …).
+    """
+    if type(port_name) is not str:
+        raise FilterError(f"ready_endpoints: the port name must be a string, got {port_name!r}")
+    seen: set[tuple[str, int]] = set()
+    found: list[dict[str, Any]] = []
+    for s in sort_by(slices, "metadata.name"):
+        what = _slice_name(s)
+        if s.get("addressType", "IPv4") not in _IP_FAMILIES:
+            continue
+        for sport in _list(s.get("ports"), f"{what}: ports"):
+            if _mapping(sport, f"{what}: a port").get("name", "") != port_name:
+                continue
+            port = sport.get("port")
+            if type(port) is not int:
+                raise FilterError(
+                    f"ready_endpoints: {what}: port {port_name!r} has no port number (got {port!r})"
+                )
+            for ep in _list(s.get("endpoints"), f"{what}: endpoints"):
+                conditions = _mapping(ep, f"{what}: an endpoint").get("conditions") or {}
+                if _mapping(conditions, f"{what}: conditions").get("ready") is False:
+                    continue
+                for address in _list(ep.get("addresses"), f"{what}: addresses", needed=True):
+                    if type(address) is not str:
+                        raise FilterError(
+                            f"ready_endpoints: {what}: address {address!r} is not a string"
+                        )
+                    if (address, port) not in seen:
+                        seen.add((address, port))
+                        found.append({"address": address, "port": port, "endpoint": ep})
+    return found
+
+
+def _slice_name(s: Any) -> str:
+    meta = _mapping(s, "an EndpointSlice").get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        return "EndpointSlice ?"
+    return f"EndpointSlice {meta.get('namespace', '')}/{meta.get('name', '?')}"
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FilterError(f"ready_endpoints: {what} is a {type(value).__name__}, not a mapping")
+    return value
+
+
+def _list(value: Any, what: str, *, needed: bool = False) -> Sequence[Any]:
+    if value is None and not needed:
+        return ()
+    if type(value) is not tuple and type(value) is not list:
+        raise FilterError(f"ready_endpoints: {what} is a {type(value).__name__}, not a list")
+    return value
+
+
 FILTERS: Mapping[str, Callable[..., Any]] = {
     "haproxy_quote": haproxy_quote,
     "haproxy_arg": haproxy_arg,
@@ -292,4 +362,5 @@ FILTERS: Mapping[str, Callable[..., Any]] = {
     "b64decode": b64decode,
     "sort_by": sort_by,
     "group_by": group_by,
+    "ready_endpoints": ready_endpoints,
 }
