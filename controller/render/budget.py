@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from controller.render.grown import GrownList
 from controller.resources.frozen import FrozenDict
 
 __all__ = [
@@ -112,7 +113,7 @@ def current() -> ContextVar[Meter | None]:
 _SMALL = 64
 """Loops over at most this many items are charged up front (see :func:`metered_loop`)."""
 
-_SIZED = frozenset({list, tuple, range, dict, FrozenDict})
+_SIZED = frozenset({list, tuple, range, dict, FrozenDict, GrownList})
 
 
 def metered_loop(iterable: Iterable[object], chars: int) -> Iterable[object]:

@@ -34,6 +34,7 @@ from jinja2.utils import Namespace, _PassArg
 
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import metered_loop
+from controller.render.grown import grow, mark_shared
 from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
 from controller.resources.frozen import FrozenDict
 
@@ -144,6 +145,11 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         locs = tuple(self.location(name, line + k) for k in range(text.count("\n") + 1))
         return Traced(text, locs)
 
+    def htc_grow(self, ns: Namespace, attr: str, items: list[Any]) -> None:
+        """``{% set ns.attr = ns.attr + [...] %}`` (see :mod:`controller.render.grown`)."""
+        attrs = object.__getattribute__(ns, "_Namespace__attrs")
+        grow(ns, attr, items, attrs[attr] if attr in attrs else self.getattr(ns, attr))
+
     def htc_marker(self, template: str | None, line: int) -> Traced:
         return Traced("", (self.location(template or "<template>", line),))
 
@@ -172,7 +178,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                 return self.undefined(obj=obj, name=attribute)
         if tp is Namespace and not attribute.startswith("_"):
             try:
-                return object.__getattribute__(obj, "_Namespace__attrs")[attribute]
+                return mark_shared(object.__getattribute__(obj, "_Namespace__attrs")[attribute])
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
         try:
@@ -194,6 +200,11 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                 self._safe.clear()
             self._safe[key] = safe
         return value if safe else self.unsafe_undefined(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any | Undefined:
+        """Jinja2's, but a grown list read as ``ns['attr']`` is marked shared, as when read
+        as ``ns.attr`` (see :mod:`controller.render.grown`)."""
+        return mark_shared(super().getitem(obj, argument))
 
     def call(
         __self,

@@ -307,51 +307,62 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
     seen: set[tuple[str, int]] = set()
     found: list[dict[str, Any]] = []
     for s in sort_by(slices, "metadata.name"):
-        what = _slice_name(s)
+        if not isinstance(s, Mapping):
+            raise _malformed(s, "the slice", s)
         if s.get("addressType", "IPv4") not in _IP_FAMILIES:
             continue
-        for sport in _list(s.get("ports"), f"{what}: ports"):
-            if _mapping(sport, f"{what}: a port").get("name", "") != port_name:
+        for sport in _sequence(s, "ports", s.get("ports")):
+            if not isinstance(sport, Mapping):
+                raise _malformed(s, "a port", sport)
+            if sport.get("name", "") != port_name:
                 continue
             port = sport.get("port")
             if type(port) is not int:
                 raise FilterError(
-                    f"ready_endpoints: {what}: port {port_name!r} has no port number (got {port!r})"
+                    f"ready_endpoints: {_slice_name(s)}: port {port_name!r} has no port "
+                    f"number (got {port!r})"
                 )
-            for ep in _list(s.get("endpoints"), f"{what}: endpoints"):
-                conditions = _mapping(ep, f"{what}: an endpoint").get("conditions") or {}
-                if _mapping(conditions, f"{what}: conditions").get("ready") is False:
-                    continue
-                for address in _list(ep.get("addresses"), f"{what}: addresses", needed=True):
+            for ep in _sequence(s, "endpoints", s.get("endpoints")):
+                if not isinstance(ep, Mapping):
+                    raise _malformed(s, "an endpoint", ep)
+                conditions = ep.get("conditions")
+                if conditions is not None:
+                    if not isinstance(conditions, Mapping):
+                        raise _malformed(s, "conditions", conditions)
+                    if conditions.get("ready") is False:
+                        continue
+                addresses = ep.get("addresses")
+                if type(addresses) is not tuple and type(addresses) is not list:
+                    raise _malformed(s, "addresses", addresses, "a list")
+                for address in addresses:
                     if type(address) is not str:
-                        raise FilterError(
-                            f"ready_endpoints: {what}: address {address!r} is not a string"
-                        )
+                        raise _malformed(s, "an address", address, "a string")
                     if (address, port) not in seen:
                         seen.add((address, port))
                         found.append({"address": address, "port": port, "endpoint": ep})
     return found
 
 
-def _slice_name(s: Any) -> str:
-    meta = _mapping(s, "an EndpointSlice").get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        return "EndpointSlice ?"
-    return f"EndpointSlice {meta.get('namespace', '')}/{meta.get('name', '?')}"
-
-
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise FilterError(f"ready_endpoints: {what} is a {type(value).__name__}, not a mapping")
-    return value
-
-
-def _list(value: Any, what: str, *, needed: bool = False) -> Sequence[Any]:
-    if value is None and not needed:
+def _sequence(s: Mapping[str, Any], what: str, value: Any) -> Sequence[Any]:
+    """A list field of a slice; unset or null is empty (Kubernetes omits empty lists)."""
+    if type(value) is tuple or type(value) is list:
+        return value
+    if value is None:
         return ()
-    if type(value) is not tuple and type(value) is not list:
-        raise FilterError(f"ready_endpoints: {what} is a {type(value).__name__}, not a list")
-    return value
+    raise _malformed(s, what, value, "a list")
+
+
+def _malformed(s: Any, what: str, value: Any, expected: str = "a mapping") -> FilterError:
+    return FilterError(
+        f"ready_endpoints: {_slice_name(s)}: {what} is a {type(value).__name__}, not {expected}"
+    )
+
+
+def _slice_name(s: Any) -> str:
+    meta = s.get("metadata") if isinstance(s, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "an EndpointSlice"
+    return f"EndpointSlice {meta.get('namespace', '')}/{meta.get('name', '?')}"
 
 
 FILTERS: Mapping[str, Callable[..., Any]] = {

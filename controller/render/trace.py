@@ -132,6 +132,7 @@ def line_sources(pieces: Iterable[str]) -> list[TemplateLocation | None]:
 
 
 _LOOP_HOOK = "htc_loop"
+_GROW_HOOK = "htc_grow"
 """The environment attribute every ``for`` iterable is passed through (a metered loop)."""
 
 _OWN_BUFFER = (nodes.For, nodes.Macro, nodes.CallBlock, nodes.FilterBlock, nodes.AssignBlock)
@@ -233,6 +234,35 @@ class TracingCodeGenerator(CodeGenerator):
         self.write(
             f") in t_htc_maps and {key} in t_htc_o else environment.getattr(t_htc_o, {key}))"
         )
+
+    def visit_Assign(self, node: nodes.Assign, frame: Frame) -> None:
+        """``{% set ns.attr = ns.attr + [...] %}`` appends instead of copying the list, where
+        that cannot be seen (:mod:`controller.render.grown`); every other assignment, and
+        the namespace check before this one, as Jinja2 emits them."""
+        target, value = node.target, node.node
+        if not (
+            isinstance(target, nodes.NSRef)
+            and isinstance(value, nodes.Add)
+            and isinstance(value.left, nodes.Getattr)
+            and isinstance(value.left.node, nodes.Name)
+            and value.left.node.name == target.name
+            and value.left.attr == target.attr
+            and isinstance(value.right, nodes.List)
+            and not self.environment.is_async
+        ):
+            super().visit_Assign(node, frame)
+            return
+        ref = frame.symbols.ref(target.name)
+        self.writeline(f"if not isinstance({ref}, Namespace):")
+        self.indent()
+        self.writeline(
+            'raise TemplateRuntimeError("cannot assign attribute on non-namespace object")'
+        )
+        self.outdent()
+        self.newline(node)
+        self.write(f"environment.{_GROW_HOOK}({ref}, {target.attr!r}, ")
+        self.visit(value.right, frame)
+        self.write(")")
 
     def _htc_mark(self, node: nodes.Node, frame: Frame) -> None:
         """A marker in the current stream, for output Jinja2 yields without visit_Output."""

@@ -79,7 +79,7 @@ def test_items_carry_the_endpoint_object() -> None:
         (eps("s", [ep("10.0.0.1")], ports=[{"name": "http"}]), "has no port number"),
         (eps("s", [ep("10.0.0.1")], ports=[{"name": "http", "port": "80"}]), "no port number"),
         (eps("s", [{"conditions": {"ready": True}}]), "addresses is a NoneType"),
-        (eps("s", [ep(None)]), "is not a string"),
+        (eps("s", [ep(None)]), "an address is a NoneType, not a string"),
         (eps("s", ["10.0.0.1"]), "an endpoint is a str"),
         (eps("s", [ep("10.0.0.1")], ports="http"), "ports is a str"),
         (eps("s", [{"addresses": ["10.0.0.1"], "conditions": "yes"}]), "conditions is a str"),

@@ -1,0 +1,112 @@
+"""``{% set ns.x = ns.x + [...] %}`` appends in place only where no template can tell."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jinja2 import StrictUndefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
+from render_kit import render, spec, text
+
+from controller.render import Renderer
+from controller.render.grown import GrownList, grow, mark_shared
+
+
+def rendered(template: str) -> str:
+    return text(render(spec(template)))
+
+
+def test_the_idiom_is_compiled_to_the_grow_hook_and_nothing_else_is() -> None:
+    env = Renderer(spec("")).environment
+    source = env.compile("{% set n = namespace(x=[]) %}{% set n.x = n.x + [1, 2] %}", raw=True)
+    assert "environment.htc_grow(" in source and "n.x + " not in source
+    for other in (
+        "{% set n.x = n.y + [1] %}",  # another attribute
+        "{% set n.x = [1] + n.x %}",  # prepending
+        "{% set n.x = n.x + m %}",  # not a list display
+        "{% set n.x = n.x ~ 'a' %}",
+    ):
+        assert "htc_grow" not in env.compile(
+            "{% set n = namespace(x=[], y=[]) %}" + other, raw=True
+        )
+
+
+def test_a_list_read_in_between_never_changes() -> None:
+    out = rendered(
+        "{% set n = namespace(x=[]) %}"
+        "{% for i in range(3) %}{% set n.x = n.x + [i] %}{% endfor %}"
+        "{% set early = n.x %}{% set item = n['x'] %}"
+        "{% for i in range(3, 5) %}{% set n.x = n.x + [i] %}{% endfor %}"
+        "{% set late = n.x %}{% set n.x = n.x + [5] %}"
+        "{{ early }} {{ item }} {{ late }} {{ n.x }}\n"
+    )
+    assert out == "[0, 1, 2] [0, 1, 2] [0, 1, 2, 3, 4] [0, 1, 2, 3, 4, 5]\n"
+
+
+def test_the_starting_list_is_not_changed() -> None:
+    out = rendered(
+        "{% set base = [1] %}{% set n = namespace(x=base) %}"
+        "{% set n.x = n.x + [2] %}{% set n.x = n.x + [3] %}{{ base }} {{ n.x }}\n"
+    )
+    assert out == "[1] [1, 2, 3]\n"
+
+
+def test_an_item_that_reads_the_list_sees_it_as_it_was() -> None:
+    out = rendered(
+        "{% set n = namespace(x=[]) %}"
+        "{% for i in range(3) %}{% set n.x = n.x + [n.x | length, n.x] %}{% endfor %}"
+        "{{ n.x | length }} {{ n.x[1] }} {{ n.x[3] }}\n"
+    )
+    assert out == "6 [] [0, []]\n"
+
+
+@pytest.mark.parametrize(
+    ("template", "rule_id"),
+    [
+        ("{% set n = namespace() %}{% set n.x = n.x + [1] %}", "E1002"),  # undefined
+        ("{% set n = namespace(x=(1,)) %}{% set n.x = n.x + [1] %}", "E1004"),  # tuple + list
+        ("{% set n = 'text' %}{% set n.x = n.x + [1] %}", "E1004"),  # not a namespace
+    ],
+)
+def test_what_the_plus_would_refuse_is_refused(template: str, rule_id: str) -> None:
+    r = render(spec(template))
+    assert [d.rule_id for d in r.diagnostics] == [rule_id]
+
+
+STEP = st.one_of(
+    st.tuples(st.just("grow"), st.integers(0, 9)),
+    st.tuples(st.just("keep"), st.integers(0, 2)),
+    st.tuples(st.just("show"), st.integers(0, 2)),
+)
+
+
+@given(st.lists(STEP, max_size=12))
+@settings(max_examples=150, deadline=None)
+def test_any_mix_of_growing_and_reading_renders_as_stock_jinja(
+    steps: list[tuple[str, int]],
+) -> None:
+    parts = ["{% set n = namespace(x=[]) %}{% set k0 = [] %}{% set k1 = [] %}{% set k2 = [] %}"]
+    for op, arg in steps:
+        if op == "grow":
+            parts.append(f"{{% set n.x = n.x + [{arg}, n.x | length] %}}")
+        elif op == "keep":
+            parts.append(f"{{% set k{arg} = n.x %}}")
+        else:
+            parts.append(f"{{{{ k{arg} }}}};{{{{ n.x }}}}\n")
+    template = "".join(parts) + "{{ n.x }}\n"
+    stock = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
+    assert rendered(template) == stock.from_string(template).render()
+
+
+def test_grow_appends_in_place_until_the_list_is_read() -> None:
+    n = Namespace(x=[0])
+    grow(n, "x", [1], n.x)
+    first = n.x
+    assert type(first) is GrownList and first == [0, 1]
+    grow(n, "x", [2], n.x)
+    assert n.x is first and first == [0, 1, 2]  # nobody read it: appended in place
+    mark_shared(first)
+    grow(n, "x", [3], n.x)
+    assert first == [0, 1, 2] and n.x == [0, 1, 2, 3] and n.x is not first
