@@ -203,7 +203,13 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
 
     def getitem(self, obj: Any, argument: Any) -> Any | Undefined:
         """Jinja2's, but a grown list read as ``ns['attr']`` is marked shared, as when read
-        as ``ns.attr`` (see :mod:`controller.render.grown`)."""
+        as ``ns.attr`` (see :mod:`controller.render.grown`). A namespace has no items, so
+        that read is always Jinja2's fallback, after the item access every object gets
+        first."""
+        try:
+            return obj[argument]
+        except (TypeError, LookupError):
+            pass
         return mark_shared(super().getitem(obj, argument))
 
     def call(
