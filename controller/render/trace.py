@@ -23,11 +23,12 @@ rendered line the location of the first piece that put a character on it.
 
 from __future__ import annotations
 
+import keyword
 import typing as t
 from collections.abc import Iterable
 
 from jinja2 import nodes
-from jinja2.compiler import CodeGenerator, Frame
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import BudgetExceeded, current
@@ -131,6 +132,12 @@ def line_sources(pieces: Iterable[str]) -> list[TemplateLocation | None]:
     return out
 
 
+_STR_METHODS = frozenset(
+    name for name in dir(str) if not name.startswith("_") and name not in ("format", "format_map")
+)
+"""Methods of ``str`` the sandbox lets templates call as they are (it wraps only the two
+formatting ones), so that a call on an exact ``str`` may skip its checks."""
+
 _LOOP_HOOK = "htc_loop"
 _GROW_HOOK = "htc_grow"
 """The environment attribute every ``for`` iterable is passed through (a metered loop)."""
@@ -195,9 +202,15 @@ class TracingCodeGenerator(CodeGenerator):
         super().visit_For(copy, frame)
 
     def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
-        """The loop hook is called directly: no sandbox check is needed for our own function,
-        and ``environment.call`` would cost ~6 µs per loop. Templates cannot spell an
-        environment attribute, so only :meth:`visit_For` makes such a call."""
+        """Two calls skip ``environment.call``.
+
+        * The loop hook: no sandbox check is needed for our own function, and the generic
+          call would cost ~6 µs per loop. Templates cannot spell an environment attribute,
+          so only :meth:`visit_For` makes such a call.
+        * A method of ``str`` (``path.rstrip('/')``) called on an exact ``str``: the sandbox
+          would look the method up, find it safe and call it with the same arguments; this
+          emits that outcome inline, and anything else takes the generic call.
+        """
         callee = node.node
         if isinstance(callee, nodes.EnvironmentAttribute) and callee.name == _LOOP_HOOK:
             iterable, chars = node.args
@@ -207,7 +220,41 @@ class TracingCodeGenerator(CodeGenerator):
             self.visit(chars, frame)
             self.write(")")
             return
+        if not forward_caller and self._plain_str_call(node):
+            assert isinstance(callee, nodes.Getattr)
+            self.write(f"(t_htc_s.{callee.attr}(")
+            for i, arg in enumerate([*node.args, *node.kwargs]):
+                if i:
+                    self.write(", ")
+                if isinstance(arg, nodes.Keyword):
+                    self.write(f"{arg.key}=")
+                    arg = arg.value
+                self.visit(arg, frame)
+            self.write(") if type(t_htc_s := ")
+            self.visit(callee.node, frame)
+            # Otherwise the call Jinja2 emits, on the object just evaluated.
+            self.write(
+                f") is str else environment.call(context, environment.getattr(t_htc_s, {callee.attr!r})"
+            )
+            extra = {"_loop_vars": "_loop_vars"} if frame.loop_frame else {}
+            if frame.block_frame:
+                extra["_block_vars"] = "_block_vars"
+            self.signature(node, frame, extra or None)
+            self.write("))")
+            return
         super().visit_Call(node, frame, forward_caller=forward_caller)
+
+    def _plain_str_call(self, node: nodes.Call) -> bool:
+        callee = node.node
+        return (
+            isinstance(callee, nodes.Getattr)
+            and callee.ctx == "load"
+            and callee.attr in _STR_METHODS
+            and node.dyn_args is None
+            and node.dyn_kwargs is None
+            and all(k.key.isidentifier() and not keyword.iskeyword(k.key) for k in node.kwargs)
+            and not self.environment.is_async
+        )
 
     def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
         """``obj.name`` on a stored object without a call into the environment.
@@ -263,6 +310,19 @@ class TracingCodeGenerator(CodeGenerator):
         self.write(f"environment.{_GROW_HOOK}({ref}, {target.attr!r}, ")
         self.visit(value.right, frame)
         self.write(")")
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        """``a ~ b ~ c`` as one ``'%s%s%s' % (a, b, c)``: each ``%s`` is ``str()`` of its value,
+        exactly what Jinja2's ``str_join`` does with a call and a ``map`` per ``~``."""
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super().visit_Concat(node, frame)
+            return
+        self.write(f"({'%s' * len(node.nodes)!r} % (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
 
     def _htc_mark(self, node: nodes.Node, frame: Frame) -> None:
         """A marker in the current stream, for output Jinja2 yields without visit_Output."""
