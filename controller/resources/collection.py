@@ -133,12 +133,16 @@ def _display(key: ObjectKey) -> str:
 class CollectionState:
     """The objects of one collection; mutable until ``shared`` is set, then never again."""
 
-    __slots__ = ("by_key", "order", "shared")
+    __slots__ = ("_exact", "by_key", "order", "shared")
 
     def __init__(self, by_key: dict[ObjectKey, Entry], order: list[Entry]) -> None:
         self.by_key = by_key
         self.order = order
         self.shared = False
+        self._exact: dict[IndexKey, list[Entry]] | None = None
+        """Entries by their whole index key, built on the first full-key lookup of a shared
+        state (which never changes again): templates look objects up by their whole key a
+        thousand times per render (``get_single(namespace, name)``)."""
 
     @classmethod
     def empty(cls) -> CollectionState:
@@ -170,10 +174,19 @@ class CollectionState:
         return pos
 
     def prefix(self, prefix: IndexKey) -> list[Entry]:
+        """The entries whose index key starts with ``prefix``, in order (a new list)."""
         if not prefix:
             return list(self.order)
         order = self.order
         k = len(prefix)
+        if self.shared and order and k == len(order[0].index_key):
+            exact = self._exact
+            if exact is None:
+                exact = {}
+                for entry in order:
+                    exact.setdefault(entry.index_key, []).append(entry)
+                self._exact = exact
+            return list(exact.get(prefix, ()))
         i = bisect_left(order, (prefix,))
         out: list[Entry] = []
         while i < len(order) and order[i].index_key[:k] == prefix:
@@ -189,6 +202,12 @@ def normalise_keys(collection: str, index_by: Sequence[str], keys: Sequence[Any]
             f"collection {collection!r} is indexed by {len(index_by)} field(s) "
             f"({', '.join(index_by)}) but the lookup passed {len(keys)} keys: {list(keys)!r}"
         )
+    plain = tuple(keys)
+    for k in plain:
+        if type(k) is not str:
+            break
+    else:
+        return plain  # strings are spelled as stored already (the common case)
     out: list[str] = []
     for k in keys:
         text = scalar_text(k)

@@ -97,6 +97,34 @@ def test_non_unique_index_and_get_single() -> None:
     assert "default/web-1" in msg and SERVICE_NAME in msg
 
 
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["web", "api", None])),
+        max_size=12,
+    )
+)
+@settings(max_examples=100, deadline=None)
+def test_whole_key_lookups_of_a_snapshot_match_a_scan(slices: list[tuple[str, str | None]]) -> None:
+    store = make_store()
+    snaps = []
+    for name, service in slices:  # a name seen again replaces its slice, maybe re-indexed
+        store.apply("endpoints", slice_(name, service))
+        snaps.append(store.snapshot())
+    for snap in snaps:
+        view = snap["endpoints"]
+        every = view.list()
+        for service in ("web", "api", "", "nope"):
+            expected = [
+                o
+                for o in every
+                if o["metadata"]["labels"].get("kubernetes.io/service-name", "") == service
+            ]
+            found = view.fetch("default", service)
+            assert found == expected
+            found.clear()  # the caller's own list
+            assert view.fetch("default", service) == expected
+
+
 def test_too_many_keys_is_a_clear_error() -> None:
     view = make_store().snapshot()["ingresses"]
     with pytest.raises(TooManyKeys, match=r"indexed by 2 field\(s\).*3 keys"):
