@@ -101,6 +101,13 @@ def input_error_report(diagnostics: Sequence[Diagnostic]) -> ValidationReport:
 @output_option()
 @strict_option
 @severity_option
+@click.option(
+    "--disable-builtin-rules/--builtin-rules",
+    "disable_builtin",
+    default=None,
+    help="Drop the built-in syntax and schema findings filters may drop; HAProxy, the policy, "
+    "CEL rules and validators still judge (default from spec.validation.disableBuiltinRules).",
+)
 def command(
     paths: tuple[Path, ...],
     resources: tuple[Path, ...],
@@ -114,6 +121,7 @@ def command(
     output: Path | None,
     strict: bool | None,
     severity: str | None,
+    disable_builtin: bool | None,
 ) -> None:
     """Validate CONFIG.yaml rendered over --resources, or a --raw haproxy.cfg.
 
@@ -157,7 +165,7 @@ def command(
             else Pipeline.from_settings(settings, haproxy_binary=haproxy_binary)
         )
         options = ValidationOptions.from_settings(settings).replace(
-            strict=strict, severity_level=severity
+            strict=strict, severity_level=severity, disable_builtin_rules=disable_builtin
         )
     except PipelineSetupError as exc:
         _fail_inputs(exc.diagnostics, fmt, output)

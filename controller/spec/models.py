@@ -513,6 +513,9 @@ class ValidationSettings(ApiModel):
     """Lowest severity kept in reports."""
     filters: RuleFilters = Field(default_factory=RuleFilters)
     """Rule id filters applied to every report."""
+    disable_builtin_rules: bool = False
+    """Drop the findings of the built-in syntax and schema rules that filters may drop; HAProxy's
+    own check, the security policy, CEL rules and external validators still judge."""
     schema_overlays: list[dict[str, Any]] = Field(
         default_factory=list,
         json_schema_extra={

@@ -3,9 +3,10 @@
 Reconcile, admission and HTTP-source refreshes often validate the very same bytes (an admission
 request followed by the reconcile it causes; a resync that changed nothing). A success verdict
 is reused when the file set's checksum, the pipeline's fingerprint (binary, schemas, policy,
-rules, validators) and the call's options are all unchanged. Failures are never stored: a
-timeout or a flaky external validator must get a fresh chance, and an invalid candidate is
-cheap to reject again.
+rules, validators) and the call's options are all unchanged. Failures are never stored, nor
+is a success that let an external validator's failure pass (``failurePolicy: ignore``): a
+timeout or a flaky validator must get a fresh chance, and an invalid candidate is cheap to
+reject again.
 
 What is stored is the stages' raw outcome, not a finished report: the report is assembled per
 call, so render warnings and template locations always come from the caller's own render.

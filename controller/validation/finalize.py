@@ -6,6 +6,9 @@ warning that strict mode has already promoted (``--strict --exclude W3001`` drop
 gate never has to guess whether a promoted warning is an error. Everything removed is counted,
 so a report always says how much it is not showing.
 
+``disableBuiltinRules`` is a filter too: it removes the findings of the built-in rules
+(phases ``syntax`` and ``schema``), within the same protection.
+
 Some findings cannot be filtered away, because removing them would let bytes deploy that were
 never proven valid (see docs/report.md): fatal findings, analysis-incomplete records, and
 error-level findings of the ``syntax`` phase (the directive policy has its own allow-list,
@@ -23,6 +26,9 @@ from controller.validation.options import ValidationOptions
 __all__ = ["Finalized", "blocking", "finalize", "is_protected", "promote"]
 
 _PROTECTED_PHASES = frozenset({Phase.SYNTAX, Phase.HAPROXY})
+_BUILTIN_PHASES = frozenset({Phase.SYNTAX, Phase.SCHEMA})
+"""The built-in rules: our own reading of HAProxy's rules (parser, policy, file references,
+version schemas) — not HAProxy's verdict, the spec's CEL rules or the external validators."""
 _ANALYSIS_INCOMPLETE = "E0002"
 
 
@@ -53,7 +59,11 @@ def _filtered(diagnostics: Iterable[Diagnostic], options: ValidationOptions) -> 
     for d in diagnostics:
         if options.strict:
             d = promote(d)
-        if is_protected(d) or (options.included(d) and not options.excluded(d)):
+        if is_protected(d) or (
+            not (options.disable_builtin_rules and d.phase in _BUILTIN_PHASES)
+            and options.included(d)
+            and not options.excluded(d)
+        ):
             out.append(d)
     return out
 

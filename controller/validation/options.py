@@ -114,6 +114,10 @@ class ValidationOptions:
     """When non-empty, only diagnostics matching one of these terms are kept."""
     exclude: tuple[str, ...] = ()
     """Diagnostics matching one of these terms are removed."""
+    disable_builtin_rules: bool = False
+    """Remove the findings of our own reading of HAProxy's rules (phases ``syntax`` and
+    ``schema``) that a filter may remove, leaving HAProxy's own verdict, the spec's CEL rules
+    and the external validators to judge (see docs/report.md)."""
     _include: tuple[RuleMatcher, ...] = field(init=False, repr=False, compare=False)
     _exclude: tuple[RuleMatcher, ...] = field(init=False, repr=False, compare=False)
 
@@ -131,6 +135,7 @@ class ValidationOptions:
             strict=settings.strict,
             include=tuple(settings.filters.include),
             exclude=tuple(settings.filters.exclude),
+            disable_builtin_rules=settings.disable_builtin_rules,
         )
 
     def replace(self, **changes: object) -> ValidationOptions:
@@ -152,5 +157,6 @@ class ValidationOptions:
                 "strict" if self.strict else "lenient",
                 ",".join(sorted(self.include)),
                 ",".join(sorted(self.exclude)),
+                "no-builtin" if self.disable_builtin_rules else "builtin",
             )
         )

@@ -385,7 +385,7 @@ class Pipeline:
             failed=stop is not None,
             rules=progress.rules,
         )
-        if self.cache is not None and not run.failed:
+        if self.cache is not None and not run.failed and progress.cacheable:
             self.cache.put(key, run)
         return run
 
@@ -539,6 +539,7 @@ class _Progress:
     timings: dict[str, float] = field(default_factory=dict)
     rules: RuleCounters | None = None
     stop: str | None = None
+    cacheable: bool = True
 
     def record(
         self, stage: Stage, outcome: StageOutcome, elapsed: float, opts: ValidationOptions
@@ -552,6 +553,7 @@ class _Progress:
             self.rules = outcome.rules
         self.diagnostics.extend(outcome.diagnostics)
         self.ran.append(stage.phase)
+        self.cacheable = self.cacheable and outcome.cacheable
         if outcome.budget is not None:
             self.budgets.append(outcome.budget)
             if not any(d.rule_id == "E0002" for d in outcome.diagnostics):

@@ -44,6 +44,10 @@ class StageOutcome:
     extra_timings: Mapping[str, float] = field(default_factory=dict)
     rules: RuleCounters | None = None
     """Deferred-rule accounting (the rules stage sets it); copied into report metadata."""
+    cacheable: bool = True
+    """False when the outcome lets a failure pass (an external validator that crashed, hung
+    or answered garbage under ``failurePolicy: ignore``): such a verdict is not stored, so the
+    next identical candidate gives the validator a fresh chance."""
 
 
 class Stage(Protocol):

@@ -88,6 +88,41 @@ def test_raw_missing_map_is_exit_1(raw_dir: Path, haproxy_bin: str) -> None:
     assert "maps/hosts.map" in r.stdout
 
 
+def test_raw_analysis_incomplete_is_exit_1(raw_dir: Path, haproxy_bin: str) -> None:
+    """A check that never finishes is no pass: haproxy -c spins in Lua until the timeout."""
+    (raw_dir / "files").mkdir()
+    (raw_dir / "files" / "spin.lua").write_text("while true do end\n")
+    cfg = write(
+        raw_dir, "haproxy.cfg", GOOD.replace("global\n", "global\n    lua-load files/spin.lua\n")
+    )
+    settings = write(raw_dir, "settings.yaml", "validation:\n  timeout: 1s\n")
+    r = invoke(
+        "--raw", str(cfg), "--aux", str(raw_dir), "--settings", str(settings),
+        "--allow", "lua-load", "--haproxy", haproxy_bin, "--format", "json",
+    )  # fmt: skip
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["valid"] is False and doc["status"] == "analysis_incomplete"
+    assert doc["metadata"]["budgetExhaustions"][0]["budget"] == "timeout"
+
+
+def test_disable_builtin_rules_leaves_the_verdict_to_haproxy(
+    raw_dir: Path, haproxy_bin: str
+) -> None:
+    # HAProxy takes "maxconn -5"; our schema warns that it may be misread (W3017).
+    cfg = write(
+        raw_dir, "haproxy.cfg", GOOD.replace("127.0.0.1:18081", "127.0.0.1:18081 maxconn -5")
+    )
+    base = ("--raw", str(cfg), "--aux", str(raw_dir), "--haproxy", haproxy_bin, "--strict")
+    strict = invoke(*base, "--format", "json")
+    assert strict.exit_code == 1 and "W3017" in strict.stdout, strict.output
+    off = invoke(*base, "--disable-builtin-rules", "--format", "json")
+    assert off.exit_code == 0, off.output
+    doc = json.loads(off.stdout)
+    assert doc["diagnostics"] == [] and doc["metadata"]["suppressed"] == 1
+    assert doc["metadata"]["stagesRun"] == ["syntax", "schema", "haproxy"]
+
+
 def test_raw_rejected_by_haproxy_is_exit_1(raw_dir: Path, haproxy_bin: str) -> None:
     cfg = write(raw_dir, "haproxy.cfg", BROKEN)
     r = invoke(

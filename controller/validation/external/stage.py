@@ -27,6 +27,9 @@ from controller.validation.stage import StageContext, StageOutcome
 
 __all__ = ["ExternalStage"]
 
+IGNORED_FAILURE = "W6008"
+"""A validator that failed to give a verdict, let pass by ``failurePolicy: ignore``."""
+
 _RULE_BY_SEVERITY = {"error": "E6002", "warning": "W6003", "info": "I6004"}
 
 
@@ -60,7 +63,8 @@ class ExternalStage:
         diagnostics: list[Diagnostic] = []
         for validator, outcome in zip(self.validators, outcomes, strict=True):
             diagnostics += _diagnostics(validator, outcome, ctx)
-        return StageOutcome(diagnostics)
+        let_pass = any(d.rule_id == IGNORED_FAILURE for d in diagnostics)
+        return StageOutcome(diagnostics, cacheable=not let_pass)
 
     async def _one(self, v: ExternalValidator, ctx: StageContext) -> RunOutcome:
         try:
@@ -81,7 +85,7 @@ def _diagnostics(v: ExternalValidator, out: RunOutcome, ctx: StageContext) -> li
     def failure(rule_id: str, text: str) -> None:
         if ignore:
             text += " (failurePolicy ignore)"
-            rule_id = "W6008"
+            rule_id = IGNORED_FAILURE
         diags.append(make(rule_id, Phase.EXTERNAL, f"[{v.name}] {text}"))
 
     if out.verdict is Verdict.TIMEOUT:

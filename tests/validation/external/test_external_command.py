@@ -80,6 +80,8 @@ async def test_crash_is_an_error_and_ignore_makes_it_a_warning() -> None:
     assert "signal 11" in out.diagnostics[0].message
     ignored = await _run(_validator("crash.py", failurePolicy="ignore"))
     assert _ids(ignored) == ["W6008"]
+    assert not ignored.cacheable  # let pass, but not remembered
+    assert (await _run(_validator("check_manifest.py"))).cacheable
 
 
 async def test_hang_is_killed_at_the_timeout() -> None:

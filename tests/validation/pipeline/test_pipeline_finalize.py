@@ -10,7 +10,7 @@ from pipeline_kit import at
 from controller.diagnostics import Phase, Severity
 from controller.spec.models import ValidationSettings
 from controller.validation import InvalidFilterError, InvalidOptionError, ValidationOptions
-from controller.validation.finalize import finalize, is_protected
+from controller.validation.finalize import blocking, finalize, is_protected
 from controller.validation.options import parse_matcher
 
 
@@ -52,6 +52,30 @@ def test_filters_by_id_range_and_phase() -> None:
     assert ids(kept.diagnostics) == ["W6001", "I0003"] and kept.suppressed == 3
     both = finalize(diags, ValidationOptions(include=("phase:schema",), exclude=("W3002",)))
     assert ids(both.diagnostics) == ["E3001", "E3150"]
+
+
+def test_disable_builtin_rules_leaves_haproxy_rules_validators_and_protection() -> None:
+    diags = [
+        at("W2003", Phase.SYNTAX),
+        at("E2101", Phase.SYNTAX),  # the directive policy: protected
+        at("E3001", Phase.SCHEMA),
+        at("W3002", Phase.SCHEMA),
+        at("F0001", Phase.SCHEMA),  # fatal: protected
+        at("W4001", Phase.HAPROXY),
+        at("E5003", Phase.RULES),
+        at("E6001", Phase.EXTERNAL),
+    ]
+    off = ValidationOptions(disable_builtin_rules=True)
+    done = finalize(diags, off)
+    assert sorted(ids(done.diagnostics)) == ["E2101", "E5003", "E6001", "F0001", "W4001"]
+    assert done.suppressed == 3
+    # A schema error then blocks nothing: haproxy -c and the later stages still judge.
+    assert blocking([at("E3001", Phase.SCHEMA)], ValidationOptions())
+    assert not blocking([at("E3001", Phase.SCHEMA)], off)
+    assert blocking([at("E2101", Phase.SYNTAX)], off)
+    assert off.key() != ValidationOptions().key()
+    settings = ValidationSettings.model_validate({"disableBuiltinRules": True})
+    assert ValidationOptions.from_settings(settings).disable_builtin_rules
 
 
 def test_severity_gate_and_suppressed_count() -> None:

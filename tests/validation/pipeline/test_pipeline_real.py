@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,22 @@ async def test_second_identical_candidate_is_a_cache_hit(haproxy_bin: str) -> No
     assert first.valid and second.valid and second.metadata.cache_hit
     assert p.stage_runs == 1
     assert second.timings["totalMs"] < first.timings["totalMs"]
+
+
+async def test_a_validator_failure_let_pass_is_not_cached(haproxy_bin: str) -> None:
+    crash = Path(__file__).resolve().parents[1] / "external" / "validators" / "crash.py"
+    validator = {
+        "name": "flaky",
+        "type": "command",
+        "command": [sys.executable, "-I", str(crash)],
+        "failurePolicy": "ignore",
+    }
+    p = real(haproxy_bin, externalValidators=[validator])
+    first = await p.validate(render_of(GOOD, extra=[HOSTS]))
+    second = await p.validate(render_of(GOOD, extra=[HOSTS]))
+    for report in (first, second):
+        assert report.valid and "W6008" in [d.rule_id for d in report.diagnostics]
+    assert not second.metadata.cache_hit and p.stage_runs == 2  # the validator got a new chance
 
 
 async def test_concurrent_identical_candidates_run_haproxy_once(haproxy_bin: str) -> None:
