@@ -4,10 +4,16 @@ HAProxy 2.6 and 2.8 print one message per line, ``[LEVEL]   (pid) : context : te
 the text often starts with ``parsing [file:line] :`` (the parser found it; some parsers write
 ``Parsing``) or ``[file:line] :`` (a later check found it), and post-parse checks name a
 location inline, ``'f' (file:line)`` or ``(declared at file:line)``.
-Long messages continue on lines starting with ``   |``. Older releases put a date before the
-pid; both forms are accepted. A few lines carry no level at all (``Configuration file is
-valid``, ``Warnings were found.``). Anything else — a Lua ``print``, a library complaining —
-is kept as unclassified output rather than dropped, because it may be the only clue.
+Long messages continue on lines starting with ``   |``; a message whose text itself holds a
+newline continues on a line with no indent at all — the jwt_verify check prints
+``parsing [f:9] : file not found (k.pem)`` and then a line that is just ``.`` — so any line
+that does not start a message continues the message before it, and the location is always
+read from the first line. Older releases put a date before the pid; both forms are accepted.
+A few lines carry no level at all (``Configuration file is valid``, ``Warnings were found.``);
+they, and lines shaped like a log record (``[warning] 335/005856 (7) : ...``, what Lua's
+``core.Warning`` prints), start messages of their own. Anything else — a Lua ``print``, a
+library complaining — is kept as unclassified output rather than dropped, because it may be
+the only clue; such output is line-based, so it never absorbs the lines after it.
 """
 
 from __future__ import annotations
@@ -45,6 +51,13 @@ _INLINE = re.compile(r"\((?P<file>[^()\s:]+):(?P<line>\d+)\)")
 # of a duplicate, so they only count when nothing else gave a location.
 _DECLARED = re.compile(r"\bdeclared at (?P<file>[^()\s]+):(?P<line>\d+)\b", re.IGNORECASE)
 _CONTINUATION = re.compile(r"^\s+\| ?(?P<text>.*)$")
+# Lines that start a message although they carry no HAProxy level: the check's own summaries
+# (printed on stdout, but a caller may have merged the streams) and log-shaped records.
+_OTHER_START = re.compile(
+    r"^(?:Configuration file |Warnings were found|Some warnings were found|\[[A-Za-z]+\]\s)"
+)
+_JOINS_BACK = tuple(".,;:!?)]")
+"""A continuation starting with one of these belongs to the word before it (``... (k.pem).``)."""
 _NULLS = re.compile(r"^(?:\(null\))+")
 """HAProxy prints ``(null)`` for messages it could not format, typically out of memory."""
 
@@ -62,7 +75,11 @@ class Message:
 
     @property
     def full_text(self) -> str:
-        return " ".join([self.text, *self.continuation]).strip()
+        text = self.text
+        for part in self.continuation:
+            if part:
+                text += part if part.startswith(_JOINS_BACK) else " " + part
+        return text.strip()
 
 
 def parse_output(*streams: str) -> list[Message]:
@@ -89,7 +106,7 @@ def _parse(lines: Iterable[str]) -> list[Message]:
         if cont and last is not None:
             last.continuation.append(cont.group("text").strip())
             continue
-        if last is not None and last.level is not Level.OUTPUT and raw[:1].isspace():
+        if last is not None and last.level is not Level.OUTPUT and not _OTHER_START.match(line):
             last.continuation.append(line.strip())
             continue
         last = Message(Level.OUTPUT, line.strip())

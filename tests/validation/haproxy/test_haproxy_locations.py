@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from haproxy_kit import check, render
 
+from controller.render import FileEntry, FileKind
 from controller.validation.haproxy.sandboxed import sandbox_note
 
 BASE = """\
@@ -53,6 +54,23 @@ async def test_duplicate_section_points_at_the_second_definition(haproxy_bin: st
     [err] = [d for d in out.diagnostics if "same name" in d.message]
     assert err.rule_id == "E4001" and err.location is not None
     assert err.location.line == 13
+
+
+@pytest.mark.haproxy
+async def test_unindented_continuation_from_the_real_binary(haproxy_bin: str) -> None:
+    # jwt_verify's warning ends in a newline of its own, so its "." comes on a bare line.
+    cfg = BASE.replace(
+        "    default_backend be\n",
+        '    http-request set-var(txn.x) req.hdr(a),jwt_verify("RS256","files/k.pem")\n'
+        "    default_backend be\n",
+    )
+    key = FileEntry("files/k.pem", FileKind.FILE, b"not a key\n")
+    out = await check(haproxy_bin, render(cfg, [key]))
+    [warn] = [d for d in out.diagnostics if "file not found" in d.message]
+    assert warn.rule_id == "W4003" and warn.message == "file not found (files/k.pem)."
+    assert warn.location is not None and warn.location.line == 9
+    assert warn.template_location is not None and warn.template_location.line == 109
+    assert [d.rule_id for d in out.diagnostics] == ["W4003"]
 
 
 # --- messages that exist only in the sandbox -------------------------------------------------
