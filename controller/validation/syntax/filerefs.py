@@ -10,12 +10,18 @@ which is the deploy directory (``-C``), optionally moved by ``default-path``; ``
 ``ca-base`` and ``key-base``; ``crt-list`` is not prefixed, but the certificates listed inside
 a crt-list are (checked here too, with the crt-list file as location).
 
+Sample expressions name files too: the ``map*`` converters their map file, and
+``jwt_verify(<alg>,<key>)`` its key, which HAProxy (2.5+) loads as a public key or certificate
+while parsing (2.6 opens it even when the algorithm is HMAC and the key a secret). Their
+arguments are read the way HAProxy's argument parser reads them, quotes and escapes included,
+so that a quoted comma or bracket cannot cut the path short of what HAProxy opens.
+
 Not file references: sockets and run-time paths (``stats socket``, ``log``, ``unix-bind``,
 ``pidfile``, ``chroot``), URLs (``errorloc``), map names used by ``set-map()``/``add-acl()``
 (HAProxy creates those in memory), ``fcgi-app docroot`` (a path on the application server),
 and ``parse-resolv-conf`` (always the system resolver file). Files HAProxy may create or that
-appear at run time (``server-state-file``, ``acme`` ``account-key``) must stay inside the
-deploy directory but need not be rendered.
+appear at run time (``server-state-file``, ``stats-file``, ``acme`` ``account-key``) must stay
+inside the deploy directory but need not be rendered.
 """
 
 from __future__ import annotations
@@ -193,11 +199,16 @@ _PATH_KEYWORDS: Mapping[str, tuple[str, Need]] = {
     "51degrees-data-file": ("", Need.FILE),
     "wurfl-data-file": ("", Need.FILE),
     "deviceatlas-json-file": ("", Need.FILE),
+    "wurfl-patch-file": ("", Need.FILE),
     "server-state-file": ("state", Need.INSIDE),
     "server-state-file-name": ("state", Need.INSIDE),
+    "stats-file": ("", Need.INSIDE),
     "account-key": ("", Need.INSIDE),
     "lua-prepend-path": ("", Need.INSIDE),
 }
+#: Keywords of _PATH_KEYWORDS whose every argument is a path, not only the first:
+#: ``wurfl-patch-file`` loads each patch file it lists.
+_PATH_LISTS = frozenset({"wurfl-patch-file"})
 
 _BASES: Mapping[str, str] = {
     "crt-base": "crt",
@@ -219,12 +230,35 @@ _RESPONSE_VALUES = {
     "errorfiles": 1,
 }
 _ACL_VALUE_FLAGS = frozenset({"-m", "-u"})
-_MAP_CONVERTER = re.compile(r",\s*map(?:_[a-z]+){0,2}\(\s*([^,)\s]*)")
-_LOG_FORMAT_EXPR = re.compile(r"%\[([^\]]*)\]")
+
+#: Converters that name a file HAProxy opens while parsing → (argument index, base, option):
+#: the map file of ``map``, ``map_<match>`` and ``map_<match>_<output>``, and the key of
+#: ``jwt_verify(<alg>,<key>)``. HAProxy 3.x also accepts there the name of a certificate a
+#: ``crt-store`` loaded; any value is held to be a file of the file set all the same, which can
+#: only refuse too much. Whether 3.x prefixes a key it loads with ``crt-base`` is not certain,
+#: so either form is accepted (both lie inside the deploy directory).
+_FILE_CONVERTERS: Mapping[str, tuple[int, str, str]] = {
+    "map": (0, "", "map()"),
+    "jwt_verify": (1, "crt?", "jwt_verify()"),
+}
+_FILE_CONVERTER = re.compile(r",\s*(map(?:_[a-z]+){0,2}|jwt_verify)\(")
+#: Substrings a word must contain for a file-naming converter to be in it (one per name
+#: family of _FILE_CONVERTER); the shortcut in file_references and the lean gate test them.
+_CONVERTER_MARKS = ("map", "jwt_verify")
+#: What a backslash followed by the key stands for in a converter argument.
+_ARG_ESCAPES: Mapping[str, str] = {
+    "\\": "\\",
+    " ": " ",
+    '"': '"',
+    "'": "'",
+    "r": "\r",
+    "n": "\n",
+    "t": "\t",
+}
 
 #: Keywords _refs_of looks at by name, apart from the option lines: a directive whose keyword
 #: is none of these (nor an option line with a path option) can only name a file through a
-#: ``{ ... }`` ACL or a ``map`` converter in one of its words.
+#: ``{ ... }`` ACL or a file-naming converter (_CONVERTER_MARKS) in one of its words.
 _REF_KEYWORDS = frozenset(
     {
         *_BASES,
@@ -307,7 +341,7 @@ def file_references(parsed: ParsedConfig, files: FileSet | None = None) -> list[
                 if not maybe:
                     for t in tokens:
                         v = t.value
-                        if v == "{" or "map" in v:
+                        if v == "{" or "map" in v or "jwt_verify" in v:  # _CONVERTER_MARKS
                             maybe = True
                             break
                 if not maybe:
@@ -361,7 +395,8 @@ def _refs_of(d: Directive, section: str, st: _State) -> Iterator[FileRef]:
             kw == "httpclient.ssl.ca-file" and value.startswith("@")
         ):
             base, need = _PATH_KEYWORDS[kw]
-            yield _ref(d, kw, tokens[1], base, need, st)
+            for tok in tokens[1:] if kw in _PATH_LISTS else tokens[1:2]:
+                yield _ref(d, kw, tok, base, need, st)
     elif kw in _OPTION_LINES and (kw != "load" or section == "crt-store"):
         yield from _options(d, kw, tokens[1 + _OPTION_LINES[kw] :], st)
     elif kw == "acl" and len(tokens) > 3:
@@ -377,8 +412,9 @@ def _refs_of(d: Directive, section: str, st: _State) -> Iterator[FileRef]:
     for i, tok in enumerate(tokens):
         if tok.value == "{" and i + 2 < len(tokens):
             yield from _acl_flags(d, tokens[i + 2 :], st, until_brace=True)
-        if "map" in tok.value and not tok.has_env:
-            yield from _map_converters(d, tok, st)
+        v = tok.value
+        if "map" in v or "jwt_verify" in v:  # _CONVERTER_MARKS
+            yield from _converter_files(d, tok, st)
 
 
 def _options(d: Directive, kw: str, tokens: Iterable[Token], st: _State) -> Iterator[FileRef]:
@@ -429,15 +465,63 @@ def _response_files(d: Directive, tokens: Iterable[Token], st: _State) -> Iterat
                 next(it, None)
 
 
-def _map_converters(d: Directive, tok: Token, st: _State) -> Iterator[FileRef]:
+def _converter_files(d: Directive, tok: Token, st: _State) -> Iterator[FileRef]:
+    """The files the converters in one word name (see _FILE_CONVERTERS).
+
+    In a log-format string the expressions start at ``%[``; where one ends is for HAProxy's
+    sample parser to say (a quoted ``]`` does not end it), so the rest of the word is read
+    whole: that can only find more. A word with an environment variable is read too (the
+    policy refuses it unless allowed): an argument that contains ``$`` is then unverifiable.
+    """
     value = tok.value
-    spans = _LOG_FORMAT_EXPR.findall(value) if "%[" in value else [value]
-    for span in spans:
-        for m in _MAP_CONVERTER.finditer(span):
-            path = m.group(1).strip("\"'")
-            if path:
-                fake = Token(path, tok.raw, tok.column, tok.end_column)
-                yield _ref(d, "map()", fake, "", Need.FILE, st)
+    if "%[" in value:
+        value = value[value.index("%[") :]
+    for m in _FILE_CONVERTER.finditer(value):
+        name = m.group(1)
+        index, base, option = _FILE_CONVERTERS["map" if name.startswith("map") else name]
+        args = _converter_args(value, m.end())
+        if len(args) > index and args[index]:
+            path = args[index]
+            fake = Token(path, tok.raw, tok.column, tok.end_column, tok.has_env and "$" in path)
+            yield _ref(d, option, fake, base, Need.FILE, st)
+
+
+def _converter_args(text: str, start: int) -> list[str]:
+    """The arguments of the converter whose ``(`` ends just before ``start``, read as
+    HAProxy's argument parser (``make_arg_list``) reads them: ``"`` and ``'`` quote and are
+    dropped, a backslash outside single quotes escapes a backslash, blank or quote (or writes
+    ``\\r``, ``\\n``, ``\\t``), and only a ``,`` or ``)`` outside quotes ends an argument.
+
+    A simpler reading would let ``map('maps/a.map,/../../etc/passwd')`` pass as
+    ``maps/a.map`` while HAProxy opens the whole path. Blanks are kept, as HAProxy keeps them.
+    """
+    args: list[str] = []
+    out: list[str] = []
+    squote = dquote = False
+    i, end = start, len(text)
+    while i < end:
+        c = text[i]
+        if c == '"' and not squote:
+            dquote = not dquote
+        elif c == "'" and not dquote:
+            squote = not squote
+        elif c == "\\" and not squote and i + 1 < end:
+            escaped = _ARG_ESCAPES.get(text[i + 1])
+            if escaped is None:
+                out.append(c)  # a lone backslash: kept, and the next character read as usual
+            else:
+                out.append(escaped)
+                i += 1
+        elif c in ",)" and not squote and not dquote:
+            args.append("".join(out))
+            out = []
+            if c == ")":
+                return args
+        else:
+            out.append(c)
+        i += 1
+    args.append("".join(out))  # unterminated: HAProxy refuses it; what is there is checked
+    return args
 
 
 def _crt_list_refs(path: str, content: bytes, st: _State) -> Iterator[FileRef]:

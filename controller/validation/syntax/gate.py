@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterator
 from controller.render import FileKind, FileSet
 from controller.validation.syntax import build
 from controller.validation.syntax.filerefs import (
+    _CONVERTER_MARKS,
     _OPTION_LINES,
     _REF_KEYWORDS,
     _SSL_PATH_OPTIONS,
@@ -124,8 +125,9 @@ def lean_reading(text: str, file: str) -> ParsedConfig | None:
     return ParsedConfig(file, tuple(sections), ())
 
 
-#: Lines the file-reference rule may not skip whatever their keyword (see ``filerefs``).
-_MARKS = re.compile(r"\{|map")
+#: Lines the file-reference rule may not skip whatever their keyword (see ``filerefs``): an
+#: anonymous ACL, or a word that may hold a file-naming converter (``map*``, ``jwt_verify``).
+_MARKS = re.compile("|".join([r"\{", *(re.escape(m) for m in _CONVERTER_MARKS)]))
 #: A 64-word line is at least this long (64 one-letter words, 63 blanks between).
 _SHORTEST_REFUSED = 2 * MAX_LINE_ARGS - 2
 

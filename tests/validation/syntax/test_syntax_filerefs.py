@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.render import FileEntry, FileKind, FileSet
-from controller.validation.syntax import Need, check_file_refs, file_references, parse
+from controller.validation.syntax import Need, check_file_refs, file_references, filerefs, parse
 
 FILES = {
     "maps/hosts.map": FileKind.MAP,
@@ -71,6 +71,12 @@ GLOBAL = "global\n    crt-base certs\n    ca-base certs\n"
         "backend b\n    filter spoe engine x config files/spoe.conf",
         "backend b\n    server-state-file-name use-backend-name",
         "backend b\n    server-state-file-name state/b.state",
+        "frontend f\n    http-request set-var(txn.x) req.hdr(a),jwt_verify(RS256,certs/site.pem)",
+        'frontend f\n    http-request deny unless { req.hdr(a),jwt_verify("ES256","site.pem") 1 }',
+        'frontend f\n    http-response set-header x "%[var(txn.b),jwt_verify(txn.a,certs/ca.pem)]"',
+        "frontend f\n    http-request set-var(txn.x) \"req.hdr(a),map('maps/hosts.map',be)\"",
+        "global\n    wurfl-patch-file files/x.lua files/spoe.conf",
+        "global\n    stats-file state/haproxy.stats",
     ],
 )
 def test_resolved_inside_the_file_set(line: str) -> None:
@@ -101,6 +107,34 @@ def test_resolved_inside_the_file_set(line: str) -> None:
         ('frontend f\n    errorfile 503 "${ERRDIR}/503.http"', "E2204"),
         ("backend b\n    server s 127.0.0.1:443 ssl ca-file ../ca.pem", "E2202"),
         ("backend b\n    server-state-file-name /var/lib/state", "E2201"),
+        (
+            'frontend f\n    http-request set-var(txn.x) req.hdr(a),jwt_verify("RS256","/etc/passwd")',
+            "E2201",
+        ),
+        ("frontend f\n    http-request set-var(txn.x) req.hdr(a),jwt_verify(RS256,../x)", "E2202"),
+        (
+            "frontend f\n    use_backend %[req.hdr(a),jwt_verify(txn.alg,certs/missing.pem)]",
+            "E2203",
+        ),
+        # HAProxy opens the key whatever the algorithm, so an HMAC secret must be a file too.
+        ("frontend f\n    use_backend %[req.hdr(a),jwt_verify(HS256,secret)]", "E2203"),
+        (
+            'frontend f\n    http-request set-var(txn.x) "req.hdr(a),jwt_verify(RS256,${KEY})"',
+            "E2204",
+        ),
+        ('frontend f\n    http-request set-var(txn.x) "req.hdr(${H}),map(/etc/passwd)"', "E2201"),
+        # A quoted comma or bracket is part of the path HAProxy opens, not its end.
+        (
+            "frontend f\n    http-request set-var(txn.x) \"req.hdr(a),map('maps/hosts.map,/../../x')\"",
+            "E2202",
+        ),
+        ("frontend f\n    use_backend \"%[req.hdr(a),map('maps/hosts.map]x,/../../x')]\"", "E2202"),
+        (
+            'frontend f\n    use_backend \'%[req.hdr(a),jwt_verify(RS256,"certs/site.pem\\",/../x")]\'',
+            "E2202",
+        ),
+        ("global\n    wurfl-patch-file files/x.lua /usr/share/wurfl/patch.xml", "E2201"),
+        ("global\n    stats-file /var/lib/haproxy/stats", "E2201"),
     ],
 )
 def test_refused(line: str, rule: str) -> None:
@@ -203,3 +237,42 @@ def test_repeated_checks_agree() -> None:
     )
     first = check(config)
     assert first == check(config) == check(config) == [("E2203", "haproxy.cfg", 7)]
+
+
+def test_jwt_verify_keys_are_reported_with_directive_and_line() -> None:
+    config = GLOBAL + (
+        "frontend f\n"
+        '    http-request set-var(txn.x) req.hdr(a),jwt_verify("RS256","/etc/passwd")\n'
+        "    http-request deny unless { req.hdr(a),jwt_verify(RS256,../../key.pem) -m int 1 }\n"
+        "    http-request set-var(txn.y) req.hdr(a),jwt_verify(RS256,certs/site.pem)\n"
+    )
+    parsed, _ = parse(config, "haproxy.cfg")
+    found = check_file_refs(parsed, fileset(config))
+    assert [(d.rule_id, d.location.line if d.location else 0) for d in found] == [
+        ("E2201", 5),
+        ("E2202", 6),
+    ]
+    assert "'http-request jwt_verify()' '/etc/passwd' at line 5" in found[0].message
+    refs = [r for r in file_references(parsed) if r.option == "jwt_verify()"]
+    assert [r.candidates for r in refs][-1] == ("certs/certs/site.pem", "certs/site.pem")
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("maps/a.map)", ["maps/a.map"]),
+        ("maps/a.map,be),lower", ["maps/a.map", "be"]),
+        ("'a,b')", ["a,b"]),
+        ('"a)b",\'c"d\')', ["a)b", 'c"d']),
+        ('"a\\",b")', ['a",b']),
+        ("a\\ b\\\\c)", ["a b\\c"]),
+        ("a\\,b)", ["a\\", "b"]),  # a comma is not escaped: HAProxy opens 'a\\'
+        ("a\\)b)", ["a\\"]),
+        ("'a\\,b')", ["a\\,b"]),  # no escapes inside single quotes
+        ("a\\qb)", ["a\\qb"]),  # a lone backslash is kept
+        (" a ,b)", [" a ", "b"]),  # blanks are kept
+        ("a,'b", ["a", "b"]),  # unterminated
+    ],
+)
+def test_converter_arguments_are_read_like_haproxy(text: str, args: list[str]) -> None:
+    assert filerefs._converter_args(text, 0) == args

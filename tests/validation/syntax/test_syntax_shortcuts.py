@@ -42,6 +42,8 @@ KEYWORDS = [
     "key-base",
     "default-path",
     "lua-load",
+    "wurfl-patch-file",
+    "stats-file",
     "ssl-engine",
     "option",
     "option external-check",
@@ -81,6 +83,9 @@ WORDS = [
     "maps/a.map",
     "var(txn.h),map(maps/h.map,be)",
     "%[req.hdr(host),map_str(maps/p.map)]",
+    "var(txn.h),jwt_verify(RS256,certs/k.pem)",
+    "%[req.hdr(a),jwt_verify(txn.a,/etc/passwd)]",
+    "jwt_verify",
     "mapping",
     "external-check",
     '"${HOME}"',
@@ -155,12 +160,13 @@ def test_the_vocabulary_reaches_every_kind_of_finding() -> None:
         "defaults\n    option external-check\n"
         'backend be\n    server s1 127.0.0.1:80 crt x.pem\n    http-request set-var(txn.x) "${HOME}"\n'
         "    use_backend %[req.hdr(host),map_str(maps/p.map)]\n    errorfile 503 /etc/passwd\n"
+        "    use_backend %[req.hdr(a),jwt_verify(RS256,certs/k.pem)]\n"
     )
     parsed = _parsed(text)
     names = {name for s in parsed.sections for name, _ in policy._section_findings(s)}
     assert {"lua-load", "setenv", "env-expansion", "external-check"} <= names
     options = {r.option for r in filerefs.file_references(parsed)}
-    assert {"crt", "map()", "errorfile", "lua-load"} <= options
+    assert {"crt", "map()", "jwt_verify()", "errorfile", "lua-load"} <= options
 
 
 def test_gc_pause_nests_and_restores() -> None:
