@@ -1,10 +1,13 @@
-"""Keep temp paths and key material out of diagnostics.
+"""Keep temp paths, key material and credentials out of diagnostics.
 
 Reports travel far — admission responses, Kubernetes Events, CI logs — so a checked program's
 output is scrubbed before it becomes a message: the sandbox directory is replaced by the
 deploy-relative path it stands for, PEM blocks are cut, and any long base64 run that occurs
 in a certificate or key of the file set is replaced, even when a program echoed only part of
-a line.
+a line. Credentials a configuration spells inline — userlist passwords and their hashes,
+``stats auth`` passwords, ``Authorization`` header values a rule sets or a health check
+sends — are replaced wherever a program repeats them (an external validator quoting the
+line, a Lua script printing it).
 """
 
 from __future__ import annotations
@@ -23,6 +26,18 @@ _B64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _LONG_B64 = re.compile(r"[A-Za-z0-9+/]{64,}={0,2}")
 REDACTED = "[redacted]"
 
+_CREDENTIALS = re.compile(
+    r"^[ \t]*(?:"
+    r"user[ \t]+\S+[ \t]+(?:insecure-)?password[ \t]+(?P<password>\S+)"
+    r"|stats[ \t]+auth[ \t]+[^:\s]*:(?P<auth>\S+)"
+    r"|.*?(?:-header|[ \t]hdr)[ \t]+(?:proxy-)?authorization[ \t]+(?P<header>[^\n]*\S)"
+    r")",
+    re.M | re.I,
+)
+_MIN_SECRET = 4
+"""Shorter values are left alone: replacing them would garble ordinary words."""
+_MIN_PART = 6
+
 
 class Redactor:
     def __init__(self, workdir: str | None, files: FileSet | None = None) -> None:
@@ -31,15 +46,21 @@ class Redactor:
             roots |= {workdir.rstrip("/"), os.path.realpath(workdir).rstrip("/")}
         self._roots = sorted(roots, key=len, reverse=True)
         secret_parts: list[str] = []
+        credentials: set[str] = set()
         for entry in files or ():
             text = entry.content.decode("utf-8", "replace")
             if entry.kind is FileKind.CERT or "-----BEGIN" in text:
                 secret_parts.append(text)
+            if entry.kind is FileKind.CONFIG:
+                credentials |= _credentials(text)
         self._corpus = "\n".join(secret_parts)
+        self._credentials = sorted(credentials, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for root in self._roots:
             text = text.replace(root + "/", "").replace(root, ".")
+        for secret in self._credentials:
+            text = text.replace(secret, REDACTED)
         text = _PEM.sub("[redacted PEM block]", text)
         if self._corpus:
             text = _B64_RUN.sub(self._maybe_secret, text)
@@ -47,6 +68,19 @@ class Redactor:
 
     def _maybe_secret(self, m: re.Match[str]) -> str:
         return REDACTED if m.group(0) in self._corpus else m.group(0)
+
+
+def _credentials(config: str) -> set[str]:
+    """The credentials ``config`` spells inline: each value as written and unquoted, and for
+    a header value its longer words too (``Basic <token>``: the token alone may be echoed)."""
+    found: set[str] = set()
+    for m in _CREDENTIALS.finditer(config):
+        value = m.group("password") or m.group("auth") or m.group("header") or ""
+        for v in {value, value.strip("\"'")}:
+            if len(v) >= _MIN_SECRET:
+                found.add(v)
+            found.update(w.strip("\"'") for w in v.split() if len(w.strip("\"'")) >= _MIN_PART)
+    return found
 
 
 def _key_like(m: re.Match[str]) -> str:
