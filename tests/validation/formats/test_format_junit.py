@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import pytest
+import xmlschema
 from formats_kit import Says, finding, report_with, typical
 
 from controller.diagnostics import Phase
 from controller.validation import format_report
 from controller.validation.report import BudgetExhaustion
 
+SCHEMA = xmlschema.XMLSchema(Path(__file__).resolve().parents[3] / "docs" / "report.junit.xsd")
+
+
+def junit(report) -> str:  # type: ignore[no-untyped-def]
+    """The JUnit text, checked against the documented schema on every use."""
+    text = format_report(report, "junit")
+    SCHEMA.validate(text)
+    return text
+
 
 def cases(report) -> dict[str, ET.Element]:  # type: ignore[no-untyped-def]
-    root = ET.fromstring(format_report(report, "junit"))
+    root = ET.fromstring(junit(report))
     assert root.tag == "testsuites"
     suite = root.find("testsuite")
     assert suite is not None
@@ -21,7 +33,7 @@ def cases(report) -> dict[str, ET.Element]:  # type: ignore[no-untyped-def]
 
 def test_one_case_per_stage_with_failures_and_skips() -> None:
     report, _ = typical()
-    root = ET.fromstring(format_report(report, "junit"))
+    root = ET.fromstring(junit(report))
     c = cases(report)
     assert list(c) == ["render", "syntax", "schema", "haproxy", "external"]
     failure = c["haproxy"].find("failure")
@@ -66,3 +78,16 @@ def test_markup_in_messages_is_escaped() -> None:
     c = cases(report_with(Says(Phase.SCHEMA, [hostile])))
     failure = c["schema"].find("failure")
     assert failure is not None and 'bad <value> & "quotes" ]]>' in (failure.text or "")
+
+
+def test_the_schema_can_fail() -> None:
+    good = junit(report_with(Says(Phase.SYNTAX)))
+    assert SCHEMA.is_valid(good)
+    for broken in (
+        good.replace('name="syntax"', 'name="nonsense"'),  # not a phase
+        good.replace('tests="2"', 'tests="-1"'),
+        good.replace("<testcase ", '<testcase unknown="x" ', 1),
+    ):
+        assert broken != good
+        with pytest.raises(xmlschema.XMLSchemaValidationError):
+            SCHEMA.validate(broken)
