@@ -139,8 +139,9 @@ _STR_METHODS = frozenset(
 formatting ones), so that a call on an exact ``str`` may skip its checks."""
 
 _LOOP_HOOK = "htc_loop"
-_GROW_HOOK = "htc_grow"
 """The environment attribute every ``for`` iterable is passed through (a metered loop)."""
+_GROW_HOOK = "htc_grow"
+"""The environment attribute ``{% set ns.x = ns.x + [...] %}`` calls (see ``grown``)."""
 
 _OWN_BUFFER = (nodes.For, nodes.Macro, nodes.CallBlock, nodes.FilterBlock, nodes.AssignBlock)
 """Nodes whose text is charged on their own (their loop, or the join of their buffer)."""
