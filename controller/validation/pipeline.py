@@ -50,7 +50,7 @@ from controller.validation.report import (
 )
 from controller.validation.sandbox import max_concurrency
 from controller.validation.stage import Stage, StageContext, StageOutcome
-from controller.validation.syntax.gcpause import GcPause
+from controller.validation.syntax import gcpause
 from controller.validation.validated import (
     ValidatedFileSet,
     _issue,
@@ -284,13 +284,17 @@ class Pipeline:
 
             # Every millisecond until the report is out delays the verdict, and the collector
             # finds nothing to free in what the stages build (it is their result): its pass
-            # over those young objects (5-9 ms after a cold parse) waits until then.
-            pause = GcPause().begin()
+            # over those young objects (5-9 ms after a cold parse) waits until then — or for
+            # MAX_PAUSE_S at most, as the pause is the whole process's (a slow external
+            # validator must not keep the collector off for everything else).
+            pause = gcpause.GcPause().begin()
+            limit = asyncio.get_running_loop().call_later(gcpause.MAX_PAUSE_S, pause.end)
             try:
                 run = await self._flight.run(key, work)
                 # A caller that joined another's run gets template locations from its own map.
                 return self._assemble(render, run, opts, started, hit=False, refresh=not owner)
             finally:
+                limit.cancel()
                 pause.end()
         except Exception as exc:
             # Only a bug in the pipeline itself gets here; still a report, never a crash.

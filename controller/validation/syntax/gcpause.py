@@ -8,8 +8,8 @@ the whole heap — and the syntax stage is on the path every candidate must clea
 ``haproxy -c`` may start. Paused, the young objects are examined once, later, by the first
 collection after the pause; correctness and memory are unaffected (memory is still freed by
 reference counting; cycles are only collected later). The pipeline holds one pause over a whole
-run of its stages, so that this first collection comes after the verdict rather than on its
-critical path.
+validate call (for :data:`MAX_PAUSE_S` at most), so that this first collection comes after the
+verdict rather than on its critical path.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ _resume = False
 _since = 0.0
 
 MAX_PAUSE_S = 2.0
-"""Overlapping pauses (validations back to back on two CPUs) may keep the depth above zero
-indefinitely; once the collector has been off this long, the next pause to begin collects
-first, so that cyclic garbage is still freed under a continuous load."""
+"""The longest the collector stays off for one pause holder: the pipeline ends its pause after
+this long even if its stages are still running, and overlapping pauses (validations back to
+back on two CPUs), which may keep the depth above zero indefinitely, make the next pause to
+begin collect first once the collector has been off this long."""
 
 
 class GcPause:

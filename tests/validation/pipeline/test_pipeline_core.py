@@ -3,6 +3,9 @@ crashes, budgets, warnings, template locations and the ValidatedFileSet gate."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+
 import pytest
 from pipeline_kit import ALL, CFG, FakeStage, at, registered, render_of, stages
 
@@ -15,6 +18,8 @@ from controller.validation import (
     ValidationOptions,
 )
 from controller.validation.report import BudgetExhaustion
+from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.syntax import gcpause
 
 
 def pipeline(st: list[FakeStage], **kw: object) -> Pipeline:
@@ -246,3 +251,24 @@ def test_fingerprint_covers_every_stage_and_the_version() -> None:
     other_version = Pipeline(stages(*ALL), haproxy_version="2.6.12", cache=None)
     assert other_version.fingerprint != base
     assert pipeline(stages(*ALL[:3])).fingerprint != base
+
+
+async def test_the_collector_waits_for_the_report_but_not_for_a_slow_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bool] = []
+
+    class Watching(FakeStage):
+        async def run(self, ctx: StageContext) -> StageOutcome:
+            seen.append(gc.isenabled())
+            await asyncio.sleep(self.delay)
+            seen.append(gc.isenabled())
+            return StageOutcome()
+
+    assert gc.isenabled()
+    await pipeline([Watching(Phase.SYNTAX, delay=0.01)]).validate(render_of(CFG))
+    assert seen == [False, False] and gc.isenabled()  # paused for the whole (short) run
+    seen.clear()
+    monkeypatch.setattr(gcpause, "MAX_PAUSE_S", 0.05)
+    await pipeline([Watching(Phase.SYNTAX, delay=0.3)]).validate(render_of(CFG))
+    assert seen == [False, True] and gc.isenabled()  # a slow stage gets it back
