@@ -26,13 +26,15 @@ _B64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _LONG_B64 = re.compile(r"[A-Za-z0-9+/]{64,}={0,2}")
 REDACTED = "[redacted]"
 
-_CREDENTIALS = re.compile(
-    r"^[ \t]*(?:"
-    r"user[ \t]+\S+[ \t]+(?:insecure-)?password[ \t]+(?P<password>\S+)"
-    r"|stats[ \t]+auth[ \t]+[^:\s]*:(?P<auth>\S+)"
-    r"|.*?(?:-header|[ \t]hdr)[ \t]+(?:proxy-)?authorization[ \t]+(?P<header>[^\n]*\S)"
-    r")",
-    re.M | re.I,
+# Each starts with a literal and runs only when its keyword occurs at all: the rendered
+# configuration of a large cluster is hundreds of kilobytes, scanned on every check.
+_CREDENTIALS = (
+    ("password", re.compile(r"password[ \t]+(\S+)", re.I)),  # user … [insecure-]password
+    ("auth", re.compile(r"stats[ \t]+auth[ \t]+[^:\s]*:(\S+)", re.I)),
+    (
+        "authorization",
+        re.compile(r"(?:-header|hdr)[ \t]+(?:proxy-)?authorization[ \t]+([^\n]*\S)", re.I),
+    ),
 )
 _MIN_SECRET = 4
 """Shorter values are left alone: replacing them would garble ordinary words."""
@@ -74,8 +76,14 @@ def _credentials(config: str) -> set[str]:
     """The credentials ``config`` spells inline: each value as written and unquoted, and for
     a header value its longer words too (``Basic <token>``: the token alone may be echoed)."""
     found: set[str] = set()
-    for m in _CREDENTIALS.finditer(config):
-        value = m.group("password") or m.group("auth") or m.group("header") or ""
+    lower = config.lower()
+    values = [
+        m.group(1)
+        for keyword, pattern in _CREDENTIALS
+        if keyword in lower
+        for m in pattern.finditer(config)
+    ]
+    for value in values:
         for v in {value, value.strip("\"'")}:
             if len(v) >= _MIN_SECRET:
                 found.add(v)
