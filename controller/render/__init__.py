@@ -5,6 +5,7 @@
 """
 
 from controller.render.context import RenderedOutput
+from controller.render.expression import parse_expression
 from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
 from controller.render.filters import FilterError
 from controller.render.graph import Reference, RenderGraph, TemplateRefs
@@ -37,5 +38,6 @@ __all__ = [
     "RuleTally",
     "SourceMap",
     "TemplateRefs",
+    "parse_expression",
     "path_for",
 ]

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jinja2 import Template, TemplateSyntaxError, meta, nodes
-from jinja2.parser import Parser
 
 from controller.diagnostics import Diagnostic, Location, Phase, Severity, TemplateLocation, make
 from controller.render.budget import BudgetExceeded, Meter, current
 from controller.render.context import Outputs, PathFor, RenderedOutput, Resources
 from controller.render.environment import TemplateEnvironment
 from controller.render.errors import render_error, syntax_error
+from controller.render.expression import parse_expression
 from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
 from controller.render.filters import FILTERS
 from controller.render.graph import DYNAMIC, RenderGraph, TemplateRefs, build_graph, references
@@ -250,12 +250,7 @@ class Renderer:
         env = self.environment
         tname = d.name + WHEN_SUFFIX
         try:
-            parser = Parser(env, source, name=tname, filename=tname, state="variable")
-            expr = parser.parse_expression()
-            if not parser.stream.eos:
-                raise TemplateSyntaxError(
-                    "unexpected text after the expression", parser.stream.current.lineno, tname
-                )
+            expr = parse_expression(env, source, tname)
             target = nodes.Name("result", "store", lineno=1)
             tree = nodes.Template([nodes.Assign(target, expr, lineno=1)], lineno=1)
             tree.set_environment(env)

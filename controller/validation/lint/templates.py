@@ -12,10 +12,9 @@ import re
 from collections.abc import Collection, Iterator
 
 from jinja2 import TemplateSyntaxError, nodes
-from jinja2.parser import Parser
 
 from controller.diagnostics import Diagnostic, Location, Phase, TemplateLocation, make
-from controller.render import MAIN_CONFIG, Renderer
+from controller.render import MAIN_CONFIG, Renderer, parse_expression
 from controller.validation.syntax.policy import DENIED_DIRECTIVES, ENV_EXPANSION
 
 __all__ = [
@@ -165,9 +164,7 @@ def denied_literals(renderer: Renderer, allow: Collection[str]) -> list[Diagnost
 
 def _constant(renderer: Renderer, source: str) -> bool:
     try:
-        parser = Parser(renderer.environment, source, state="variable")
-        expr = parser.parse_expression()
-        return parser.stream.eos and isinstance(expr, nodes.Const)
+        return isinstance(parse_expression(renderer.environment, source), nodes.Const)
     except TemplateSyntaxError:
         return False  # the renderer reports E1009
 

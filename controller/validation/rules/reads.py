@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from jinja2 import nodes
-from jinja2.parser import Parser
 
-from controller.render import Renderer
+from controller.render import Renderer, parse_expression
 
 __all__ = ["ANY_COLLECTION", "collections_read", "readers_of"]
 
@@ -56,7 +55,7 @@ def _reads(renderer: Renderer, source: str, *, expression: bool) -> frozenset[st
     env = renderer.environment
     try:
         if expression:
-            tree: nodes.Node = Parser(env, source, state="variable").parse_expression()
+            tree: nodes.Node = parse_expression(env, source, whole=False)
         else:
             tree = env.parse(source)
         return frozenset(_walk(tree, []))

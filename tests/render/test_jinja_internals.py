@@ -1,0 +1,327 @@
+"""Every Jinja2 internal the render layer builds on, probed by name.
+
+Jinja2 documents its template API, not its code generator, its ``Parser`` or the private
+attributes the sandbox shortcuts read. pyproject.toml caps ``jinja2`` to the minor release
+these were checked against; when an upgrade moves one, the test named after it fails here,
+instead of a template rendering differently somewhere downstream. The last tests keep the
+list complete: a new use of an internal in ``controller/render`` must be listed.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.compiler
+import jinja2.environment
+import jinja2.filters
+import jinja2.nodes
+import jinja2.parser
+import jinja2.runtime
+import jinja2.sandbox
+import jinja2.utils
+import pytest
+from jinja2.nodes import EvalContext
+
+from controller.render.environment import SYNC_VARIANTS
+
+RENDER = Path(__file__).resolve().parents[2] / "controller" / "render"
+
+
+@dataclass(frozen=True)
+class Internal:
+    name: str
+    """Dotted name as the code uses it (``Class.attribute`` for instance attributes)."""
+    probe: Callable[[], object]
+    """Raises, or returns False, when the internal is gone or changed shape."""
+
+
+def _has_params(owner: Any, method: str, *params: str) -> bool:
+    names = inspect.signature(getattr(owner, method)).parameters
+    missing = [p for p in params if p not in names]
+    assert not missing, f"parameters {missing} gone (has {list(names)})"
+    return True
+
+
+def _env() -> jinja2.sandbox.ImmutableSandboxedEnvironment:
+    return jinja2.sandbox.ImmutableSandboxedEnvironment()
+
+
+def _frame() -> jinja2.compiler.Frame:
+    return jinja2.compiler.Frame(EvalContext(_env(), None))
+
+
+def _frame_has(attr: str) -> bool:
+    return attr in vars(_frame())
+
+
+def _sync_filter(name: str) -> bool:
+    return callable(getattr(jinja2.filters, f"sync_do_{name}"))
+
+
+def _generator() -> jinja2.compiler.CodeGenerator:
+    return jinja2.compiler.CodeGenerator(_env(), "t", "t")
+
+
+def _generated(source: str) -> str:
+    """The module Jinja2 generates for ``source`` (what our code generator emits into)."""
+    return str(_env().compile(source, name="t", raw=True))
+
+
+def _namespace_attrs() -> bool:
+    ns = jinja2.utils.Namespace(a=1)
+    ns["b"] = 2
+    attrs = object.__getattribute__(ns, "_Namespace__attrs")
+    return attrs == {"a": 1, "b": 2}
+
+
+def _pass_arg() -> bool:
+    pass_arg = jinja2.utils._PassArg
+    marked = jinja2.pass_context(lambda context: context)
+    return pass_arg.from_obj(marked) is pass_arg.context and pass_arg.from_obj(len) is None
+
+
+def _parser() -> bool:
+    parser = jinja2.parser.Parser(_env(), "a.b rest", name="t", filename="t", state="variable")
+    expr = parser.parse_expression()
+    return (
+        isinstance(expr, jinja2.nodes.Getattr)
+        and not parser.stream.eos
+        and parser.stream.current.lineno == 1
+    )
+
+
+CODEGEN_METHODS = {
+    # overridden (name → the parameters our override passes on)
+    "visit_Template": ("node", "frame"),
+    "visit_For": ("node", "frame"),
+    "visit_Call": ("node", "frame", "forward_caller"),
+    "visit_Getattr": ("node", "frame"),
+    "visit_Assign": ("node", "frame"),
+    "visit_Concat": ("node", "frame"),
+    "visit_FilterBlock": ("node", "frame"),
+    "visit_CallBlock": ("node", "frame"),
+    "visit_Output": ("node", "frame"),
+    # called
+    "visit": ("node",),
+    "write": ("x",),
+    "writeline": ("x", "node"),
+    "newline": ("node",),
+    "indent": (),
+    "outdent": (),
+    "signature": ("node", "frame", "extra_kwargs"),
+}
+FRAME_ATTRIBUTES = (
+    "buffer",
+    "loop_frame",
+    "block_frame",
+    "require_output_check",
+    "symbols",
+    "eval_ctx",
+)
+
+
+def _internals() -> list[Internal]:
+    cg = jinja2.compiler.CodeGenerator
+    out = [
+        Internal(
+            f"jinja2.compiler.CodeGenerator.{name}",
+            partial(_has_params, cg, name, *params),
+        )
+        for name, params in CODEGEN_METHODS.items()
+    ]
+    out += [
+        Internal(
+            "jinja2.compiler.CodeGenerator.has_known_extends",
+            lambda: isinstance(_generator().has_known_extends, bool),
+        ),
+        Internal(
+            "jinja2.compiler.CodeGenerator.environment",
+            lambda: isinstance(_generator().environment, jinja2.Environment),
+        ),
+        Internal("jinja2.compiler.optimizeconst", lambda: callable(jinja2.compiler.optimizeconst)),
+    ]
+    out += [
+        Internal(f"jinja2.compiler.Frame.{attr}", partial(_frame_has, attr))
+        for attr in FRAME_ATTRIBUTES
+    ]
+    out += [
+        Internal(
+            "jinja2.idtracking.Symbols.ref", lambda: _has_params(_frame().symbols, "ref", "name")
+        ),
+        Internal("jinja2.nodes.EvalContext.volatile", lambda: _frame().eval_ctx.volatile is False),
+        Internal(
+            "jinja2.nodes.EvalContext.autoescape", lambda: _frame().eval_ctx.autoescape is False
+        ),
+        # names the generated module has, which the code we emit refers to
+        Internal(
+            "jinja2.runtime.exported.Namespace", lambda: "Namespace" in jinja2.runtime.exported
+        ),
+        Internal(
+            "jinja2.runtime.exported.TemplateRuntimeError",
+            lambda: "TemplateRuntimeError" in jinja2.runtime.exported,
+        ),
+        Internal("generated code: name", lambda: "\nname = 't'\n" in _generated("x")),
+        Internal(
+            "generated code: parent_template",
+            lambda: "parent_template" in _generated("{% extends 'b' %}"),
+        ),
+        Internal(
+            "generated code: _loop_vars",
+            lambda: (
+                "_loop_vars=_loop_vars" in _generated("{% for i in x %}{{ i.f() }}{% endfor %}")
+            ),
+        ),
+        Internal(
+            "generated code: environment.concat",
+            lambda: "concat = environment.concat\n" in _generated("{% macro m() %}a{% endmacro %}"),
+        ),
+        Internal(
+            "jinja2.Environment.code_generator_class",
+            lambda: jinja2.Environment.code_generator_class is jinja2.compiler.CodeGenerator,
+        ),
+        Internal(
+            "jinja2.sandbox.SandboxedEnvironment.wrap_str_format",
+            lambda: _has_params(jinja2.sandbox.SandboxedEnvironment, "wrap_str_format", "value"),
+        ),
+        Internal(
+            "jinja2.Template.make_module",
+            lambda: _has_params(jinja2.Template, "make_module", "vars", "shared", "locals"),
+        ),
+        Internal(
+            "jinja2.Template.root_render_func",
+            lambda: callable(_env().from_string("x").root_render_func),
+        ),
+        Internal(
+            "jinja2.Template.new_context",
+            lambda: _has_params(jinja2.Template, "new_context", "vars"),
+        ),
+        Internal(
+            "jinja2.environment.TemplateModule",
+            lambda: isinstance(_env().from_string("x").module, jinja2.environment.TemplateModule),
+        ),
+        Internal("jinja2.utils.Namespace._Namespace__attrs", _namespace_attrs),
+        Internal("jinja2.utils._PassArg.from_obj", _pass_arg),
+        Internal("jinja2.parser.Parser", _parser),
+    ]
+    out += [
+        Internal(f"jinja2.filters.sync_do_{name}", partial(_sync_filter, name))
+        for name in SYNC_VARIANTS
+    ]
+    return out
+
+
+INTERNALS = _internals()
+
+
+def broken(internal: Internal) -> str | None:
+    """Why ``internal`` is broken, naming it; None when its probe passes."""
+    try:
+        ok = internal.probe()
+    except Exception as exc:
+        return f"Jinja2 internal {internal.name} broke: {type(exc).__name__}: {exc}"
+    if ok is False:
+        return f"Jinja2 internal {internal.name} broke: its probe found another shape"
+    return None
+
+
+@pytest.mark.parametrize("internal", INTERNALS, ids=lambda i: i.name)
+def test_internal_is_where_the_render_layer_expects_it(internal: Internal) -> None:
+    assert broken(internal) is None, f"{broken(internal)} (jinja2 {jinja2.__version__})"
+
+
+def test_a_vanished_internal_fails_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(jinja2.compiler.CodeGenerator, "visit_Concat")
+    [internal] = [i for i in INTERNALS if i.name.endswith("CodeGenerator.visit_Concat")]
+    message = broken(internal)
+    assert message is not None and "jinja2.compiler.CodeGenerator.visit_Concat" in message
+
+
+def test_a_changed_internal_fails_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jinja2.utils.Namespace, "__setitem__", lambda self, k, v: None)
+    [internal] = [i for i in INTERNALS if i.name.endswith("_Namespace__attrs")]
+    assert "_Namespace__attrs broke" in (broken(internal) or "")
+
+
+# -- the list is complete --------------------------------------------------------------------
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((RENDER / name).read_text())
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+LISTED = {i.name for i in INTERNALS}
+
+
+def test_every_code_generator_member_used_is_listed() -> None:
+    cls = _class(_tree("trace.py"), "TracingCodeGenerator")
+    own = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    used = {n for n in own if hasattr(jinja2.compiler.CodeGenerator, n) and n != "__init__"}
+    for node in ast.walk(cls):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and node.attr not in own
+            and not node.attr.startswith("_htc")
+        ):
+            used.add(node.attr)
+    unlisted = {f"jinja2.compiler.CodeGenerator.{n}" for n in used} - LISTED
+    assert not unlisted, f"list these Jinja2 internals here: {sorted(unlisted)}"
+
+
+def test_every_frame_attribute_used_is_listed() -> None:
+    used = {
+        node.attr
+        for node in ast.walk(_tree("trace.py"))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "frame"
+    }
+    unlisted = {f"jinja2.compiler.Frame.{n}" for n in used} - LISTED
+    assert not unlisted, f"list these Jinja2 internals here: {sorted(unlisted)}"
+
+
+INTERNAL_MODULES = (
+    "jinja2.compiler",
+    "jinja2.parser",
+    "jinja2.utils",
+    "jinja2.filters",
+    "jinja2.environment",
+)
+
+
+def test_every_name_imported_from_an_internal_module_is_listed() -> None:
+    unlisted = set()
+    for path in sorted(RENDER.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in INTERNAL_MODULES:
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    if not any(n == name or n.startswith(name + ".") for n in LISTED):
+                        unlisted.add(f"{name} ({path.name})")
+    # Frame is a type annotation; the attributes read from it are listed one by one
+    unlisted.discard("jinja2.compiler.Frame (trace.py)")
+    assert not unlisted, f"list these Jinja2 internals here: {sorted(unlisted)}"
+
+
+def test_every_private_attribute_read_by_name_is_listed() -> None:
+    read = {
+        node.value
+        for path in RENDER.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("_Namespace__")
+    }
+    assert {f"jinja2.utils.Namespace.{a}" for a in read} <= LISTED
