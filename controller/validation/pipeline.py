@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import MAIN_CONFIG, RenderResult
+from controller.validation import gcpause
 from controller.validation.cache import CacheKey, SingleFlight, StageRun, VerdictCache
 from controller.validation.finalize import blocking, finalize
 from controller.validation.options import InvalidOptionError, ValidationOptions
@@ -50,7 +51,6 @@ from controller.validation.report import (
 )
 from controller.validation.sandbox import max_concurrency
 from controller.validation.stage import Stage, StageContext, StageOutcome
-from controller.validation.syntax import gcpause
 from controller.validation.validated import (
     ValidatedFileSet,
     _issue,

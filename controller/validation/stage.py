@@ -13,8 +13,8 @@ from typing import Protocol
 
 from controller.diagnostics import Diagnostic, Phase
 from controller.render import FileSet, RenderResult
+from controller.validation.parsed import ParsedConfig
 from controller.validation.report import BudgetExhaustion, RuleCounters
-from controller.validation.syntax.model import ParsedConfig
 
 
 @dataclass

@@ -17,7 +17,7 @@ from controller.render import FileSet
 from controller.spec.models import ExternalValidator
 from controller.validation.external.contract import ContractError, manifest, parse_answer
 from controller.validation.external.outcome import RunOutcome, Verdict
-from controller.validation.haproxy.redact import Redactor
+from controller.validation.redact import Redactor
 from controller.validation.sandbox import (
     SANDBOX_DIR,
     Limits,

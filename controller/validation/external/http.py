@@ -16,7 +16,7 @@ from controller.render import FileSet
 from controller.spec.models import ExternalValidator
 from controller.validation.external.contract import ContractError, parse_answer, payload
 from controller.validation.external.outcome import RunOutcome, Verdict
-from controller.validation.haproxy.redact import Redactor
+from controller.validation.redact import Redactor
 
 __all__ = ["run_http"]
 

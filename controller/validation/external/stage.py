@@ -21,7 +21,7 @@ from controller.validation.external.command import VALIDATOR_POLICY, run_command
 from controller.validation.external.contract import MAX_FINDINGS, Finding
 from controller.validation.external.http import run_http
 from controller.validation.external.outcome import RunOutcome, Verdict
-from controller.validation.haproxy.redact import Redactor
+from controller.validation.redact import Redactor
 from controller.validation.sandbox import SandboxPolicy, isolation_for
 from controller.validation.stage import StageContext, StageOutcome
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from controller.validation.syntax.keywords import SECTION_KEYWORDS
+from controller.validation.keywords import SECTION_KEYWORDS
 
 __all__ = ["SandboxNote", "sandbox_note"]
 

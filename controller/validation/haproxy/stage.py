@@ -22,8 +22,8 @@ from controller.render import MAIN_CONFIG, SourceMap
 from controller.validation.haproxy.binary import HaproxyBinary
 from controller.validation.haproxy.locate import locate
 from controller.validation.haproxy.messages import Level, Message, parse_output
-from controller.validation.haproxy.redact import Redactor
 from controller.validation.haproxy.sandboxed import sandbox_note
+from controller.validation.redact import Redactor
 from controller.validation.report import BudgetExhaustion
 from controller.validation.sandbox import (
     SANDBOX_DIR,

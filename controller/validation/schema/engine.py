@@ -22,6 +22,7 @@ import fastjsonschema
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import SourceMap
+from controller.validation.parsed import Directive, ParsedConfig, Section
 from controller.validation.schema import generate
 from controller.validation.schema.catalog import (
     Family,
@@ -34,7 +35,6 @@ from controller.validation.schema.catalog import (
 )
 from controller.validation.schema.normalize import Issue, Normalized, normalize, suggest
 from controller.validation.schema.overlay import OverlayResult, apply_overlays
-from controller.validation.syntax.model import Directive, ParsedConfig, Section
 
 _TRACK_SC = re.compile(r"^track-sc\d+$")
 _MASK = object()

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.validation.parsed import Directive
 from controller.validation.schema.catalog import KeywordSpec, OptionEntry
-from controller.validation.syntax.model import Directive
 
 Path = tuple[str | int, ...]
 

@@ -6,10 +6,10 @@ stages; :func:`parse` can be used on its own (``htc lint``), and :func:`quote_wo
 inverse of the tokenizer for writing untrusted values into a configuration.
 """
 
+from controller.validation.keywords import SECTION_KEYWORDS
+from controller.validation.parsed import Directive, ParsedConfig, Section, Token
 from controller.validation.syntax.conditions import ConditionResult, evaluate
 from controller.validation.syntax.filerefs import FileRef, Need, check_file_refs, file_references
-from controller.validation.syntax.keywords import SECTION_KEYWORDS
-from controller.validation.syntax.model import Directive, ParsedConfig, Section, Token
 from controller.validation.syntax.parser import parse
 from controller.validation.syntax.policy import (
     ALLOW_NAMES,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from controller.validation.syntax.model import Directive, Section, Token
+from controller.validation.parsed import Directive, Section, Token
 
 __all__ = ["directive", "directive_parts", "section", "token", "token_parts"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from controller.validation.syntax.keywords import PREDICATES, PREDICATES_KNOWN_UNTIL, family
+from controller.validation.keywords import PREDICATES, PREDICATES_KNOWN_UNTIL, family
 
 __all__ = ["ConditionResult", "compare_version", "evaluate"]
 

@@ -34,10 +34,19 @@ from itertools import pairwise
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import FileSet
-from controller.validation.syntax.model import Directive, ParsedConfig, Token
+from controller.validation.parsed import Directive, ParsedConfig, Token
 from controller.validation.syntax.tokenizer import tokenize
 
-__all__ = ["FileRef", "Need", "check_file_refs", "file_references"]
+__all__ = [
+    "CONVERTER_MARKS",
+    "OPTION_LINES",
+    "REF_KEYWORDS",
+    "SSL_PATH_OPTIONS",
+    "FileRef",
+    "Need",
+    "check_file_refs",
+    "file_references",
+]
 
 
 class Need(Enum):
@@ -67,7 +76,7 @@ class FileRef:
 
 # Path-taking options of bind/server-like lines and crt-list entries: option → (base, need).
 # A base ending in "?" means HAProxy's prefixing is not certain: either form is accepted.
-_SSL_PATH_OPTIONS: Mapping[str, tuple[str, Need]] = {
+SSL_PATH_OPTIONS: Mapping[str, tuple[str, Need]] = {
     "crt": ("crt", Need.FILE_OR_DIR),
     "default-crt": ("crt", Need.FILE_OR_DIR),
     "crt-list": ("", Need.FILE),
@@ -177,7 +186,7 @@ _ONE_VALUE = frozenset(
 )
 
 # keyword → number of positional words before options start.
-_OPTION_LINES: Mapping[str, int] = {
+OPTION_LINES: Mapping[str, int] = {
     "bind": 1,
     "dgram-bind": 1,
     "server": 2,
@@ -244,7 +253,7 @@ _FILE_CONVERTERS: Mapping[str, tuple[int, str, str]] = {
 _FILE_CONVERTER = re.compile(r",\s*(map(?:_[a-z]+){0,2}|jwt_verify)\(")
 #: Substrings a word must contain for a file-naming converter to be in it (one per name
 #: family of _FILE_CONVERTER); the shortcut in file_references and the lean gate test them.
-_CONVERTER_MARKS = ("map", "jwt_verify")
+CONVERTER_MARKS = ("map", "jwt_verify")
 #: What a backslash followed by the key stands for in a converter argument.
 _ARG_ESCAPES: Mapping[str, str] = {
     "\\": "\\",
@@ -258,8 +267,8 @@ _ARG_ESCAPES: Mapping[str, str] = {
 
 #: Keywords _refs_of looks at by name, apart from the option lines: a directive whose keyword
 #: is none of these (nor an option line with a path option) can only name a file through a
-#: ``{ ... }`` ACL or a file-naming converter (_CONVERTER_MARKS) in one of its words.
-_REF_KEYWORDS = frozenset(
+#: ``{ ... }`` ACL or a file-naming converter (CONVERTER_MARKS) in one of its words.
+REF_KEYWORDS = frozenset(
     {
         *_BASES,
         *_PATH_KEYWORDS,
@@ -271,7 +280,7 @@ _REF_KEYWORDS = frozenset(
         "http-error",
     }
 )
-if _REF_KEYWORDS & set(_OPTION_LINES):  # the shortcut in file_references relies on it
+if REF_KEYWORDS & set(OPTION_LINES):  # the shortcut in file_references relies on it
     raise RuntimeError("option-line keywords must not be named file-reference keywords")
 
 _INVALID = "\x00invalid"  # marker for a base directory that was refused
@@ -331,17 +340,17 @@ def file_references(parsed: ParsedConfig, files: FileSet | None = None) -> list[
             sets_state = sets_state or kw in _BASES or kw == "default-path"
             # A shortcut for the directives _refs_of certainly finds nothing in (most lines
             # of a never-seen section): it must stay a superset of _refs_of's conditions.
-            if kw not in _REF_KEYWORDS:
+            if kw not in REF_KEYWORDS:
                 maybe = False
-                if kw in _OPTION_LINES:
+                if kw in OPTION_LINES:
                     for t in tokens:
-                        if t.value in _SSL_PATH_OPTIONS:
+                        if t.value in SSL_PATH_OPTIONS:
                             maybe = True
                             break
                 if not maybe:
                     for t in tokens:
                         v = t.value
-                        if v == "{" or "map" in v or "jwt_verify" in v:  # _CONVERTER_MARKS
+                        if v == "{" or "map" in v or "jwt_verify" in v:  # CONVERTER_MARKS
                             maybe = True
                             break
                 if not maybe:
@@ -397,8 +406,8 @@ def _refs_of(d: Directive, section: str, st: _State) -> Iterator[FileRef]:
             base, need = _PATH_KEYWORDS[kw]
             for tok in tokens[1:] if kw in _PATH_LISTS else tokens[1:2]:
                 yield _ref(d, kw, tok, base, need, st)
-    elif kw in _OPTION_LINES and (kw != "load" or section == "crt-store"):
-        yield from _options(d, kw, tokens[1 + _OPTION_LINES[kw] :], st)
+    elif kw in OPTION_LINES and (kw != "load" or section == "crt-store"):
+        yield from _options(d, kw, tokens[1 + OPTION_LINES[kw] :], st)
     elif kw == "acl" and len(tokens) > 3:
         yield from _acl_flags(d, tokens[3:], st)
     elif kw == "filter":
@@ -413,7 +422,7 @@ def _refs_of(d: Directive, section: str, st: _State) -> Iterator[FileRef]:
         if tok.value == "{" and i + 2 < len(tokens):
             yield from _acl_flags(d, tokens[i + 2 :], st, until_brace=True)
         v = tok.value
-        if "map" in v or "jwt_verify" in v:  # _CONVERTER_MARKS
+        if "map" in v or "jwt_verify" in v:  # CONVERTER_MARKS
             yield from _converter_files(d, tok, st)
 
 
@@ -422,7 +431,7 @@ def _options(d: Directive, kw: str, tokens: Iterable[Token], st: _State) -> Iter
     it = iter(tokens)
     for tok in it:
         option = tok.value
-        spec = _SSL_PATH_OPTIONS.get(option)
+        spec = SSL_PATH_OPTIONS.get(option)
         if spec is not None:
             path = next(it, None)
             if path is None:

@@ -26,24 +26,24 @@ import re
 from collections.abc import Collection, Iterator
 
 from controller.render import FileKind, FileSet
+from controller.validation.keywords import MAX_LINE_ARGS, SECTION_KEYWORDS
+from controller.validation.parsed import Directive, ParsedConfig, Section, Token
 from controller.validation.syntax import build
 from controller.validation.syntax.filerefs import (
-    _CONVERTER_MARKS,
-    _OPTION_LINES,
-    _REF_KEYWORDS,
-    _SSL_PATH_OPTIONS,
+    CONVERTER_MARKS,
+    OPTION_LINES,
+    REF_KEYWORDS,
+    SSL_PATH_OPTIONS,
     check_file_refs,
 )
-from controller.validation.syntax.keywords import MAX_LINE_ARGS, SECTION_KEYWORDS
-from controller.validation.syntax.model import Directive, ParsedConfig, Section, Token
-from controller.validation.syntax.policy import _MATCHED_KEYWORDS, check_policy
+from controller.validation.syntax.policy import POLICY_KEYWORDS, check_policy
 from controller.validation.syntax.tokenizer import BLANKS, NEEDS_FULL, fast_tokens, tokenize
 
 __all__ = ["lean_gate", "lean_reading"]
 
 #: First words the policy or the file-reference rule look at by name (option lines aside).
-_NAMED = frozenset({*_MATCHED_KEYWORDS, *_REF_KEYWORDS})
-_PATH_OPTIONS = frozenset(_SSL_PATH_OPTIONS)
+_NAMED = frozenset({*POLICY_KEYWORDS, *REF_KEYWORDS})
+_PATH_OPTIONS = frozenset(SSL_PATH_OPTIONS)
 
 
 def lean_gate(files: FileSet, allow: Collection[str] = ()) -> bool:
@@ -117,7 +117,7 @@ def lean_reading(text: str, file: str) -> ParsedConfig | None:
             tokens is not None
             or first in _NAMED
             or i in marked
-            or (first in _OPTION_LINES and not _PATH_OPTIONS.isdisjoint(words))
+            or (first in OPTION_LINES and not _PATH_OPTIONS.isdisjoint(words))
         ):
             body.append(build.directive(file, i + 1, tokens or fast_tokens(line, words), False))
     if header is not None:
@@ -127,7 +127,7 @@ def lean_reading(text: str, file: str) -> ParsedConfig | None:
 
 #: Lines the file-reference rule may not skip whatever their keyword (see ``filerefs``): an
 #: anonymous ACL, or a word that may hold a file-naming converter (``map*``, ``jwt_verify``).
-_MARKS = re.compile("|".join([r"\{", *(re.escape(m) for m in _CONVERTER_MARKS)]))
+_MARKS = re.compile("|".join([r"\{", *(re.escape(m) for m in CONVERTER_MARKS)]))
 #: A 64-word line is at least this long (64 one-letter words, 63 blanks between).
 _SHORTEST_REFUSED = 2 * MAX_LINE_ARGS - 2
 

@@ -23,16 +23,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
-from controller.validation.syntax import build
-from controller.validation.syntax.conditions import Tri, evaluate, tri_and, tri_not, tri_or
-from controller.validation.syntax.keywords import (
+from controller.validation.keywords import (
     CONDITIONAL_MACROS,
     MAX_LINE_ARGS,
     MAX_NESTED_CONDS,
     MESSAGE_MACROS,
     SECTION_KEYWORDS,
 )
-from controller.validation.syntax.model import Directive, ParsedConfig, Section, Token
+from controller.validation.parsed import Directive, ParsedConfig, Section, Token
+from controller.validation.syntax import build
+from controller.validation.syntax.conditions import Tri, evaluate, tri_and, tri_not, tri_or
 from controller.validation.syntax.tokenizer import (
     BLANKS,
     NEEDS_FULL,

@@ -17,12 +17,13 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
-from controller.validation.syntax.model import Directive, ParsedConfig, Section, Token
+from controller.validation.parsed import Directive, ParsedConfig, Section, Token
 
 __all__ = [
     "ALLOW_NAMES",
     "DENIED_DIRECTIVES",
     "ENV_EXPANSION",
+    "POLICY_KEYWORDS",
     "Denial",
     "check_policy",
     "unknown_allow_names",
@@ -91,8 +92,9 @@ _KEYWORD_DENIALS = {
 }
 
 
-#: Every keyword :func:`_match` can deny (it looks at nothing else first).
-_MATCHED_KEYWORDS = frozenset({*_KEYWORD_DENIALS, "external-check", "option"})
+#: Every keyword :func:`_match` can deny (it looks at nothing else first); the lean gate
+#: (``gate``) reads exactly the lines these start.
+POLICY_KEYWORDS = frozenset({*_KEYWORD_DENIALS, "external-check", "option"})
 
 #: Section text hashes known to hold nothing the policy denies (whatever is allowed): a warm
 #: run skips them.
@@ -143,7 +145,7 @@ def _section_findings(section: Section) -> list[tuple[str, Diagnostic]]:
     out.extend(_env(header))
     for d in section.directives:
         tokens = d.tokens
-        if tokens[0].value in _MATCHED_KEYWORDS:
+        if tokens[0].value in POLICY_KEYWORDS:
             denial = _match(d)
             if denial is not None:
                 out.append((denial.name, _deny(denial, d, tokens[0], "directive")))

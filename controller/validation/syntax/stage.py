@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 import controller.validation.stage as stage_protocol
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.render import FileKind, SourceMap
+from controller.validation.gcpause import paused_gc
 from controller.validation.syntax.filerefs import check_file_refs
 from controller.validation.syntax.gate import lean_gate
-from controller.validation.syntax.gcpause import paused_gc
 from controller.validation.syntax.parser import parse
 from controller.validation.syntax.policy import check_policy, unknown_allow_names
 
 if TYPE_CHECKING:
+    from controller.validation.parsed import ParsedConfig
     from controller.validation.stage import StageContext, StageOutcome
-    from controller.validation.syntax.model import ParsedConfig
 
 __all__ = ["SYNTAX_STAGE_VERSION", "SyntaxStage"]
 

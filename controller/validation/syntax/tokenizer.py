@@ -26,9 +26,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from controller.validation.keywords import MAX_LINE_ARGS, PSEUDO_VARIABLES
+from controller.validation.parsed import Token
 from controller.validation.syntax import build
-from controller.validation.syntax.keywords import MAX_LINE_ARGS, PSEUDO_VARIABLES
-from controller.validation.syntax.model import Token
 
 __all__ = [
     "BLANKS",

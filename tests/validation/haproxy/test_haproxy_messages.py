@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from controller.render import FileEntry, FileKind, FileSet
 from controller.validation.haproxy.messages import Level, parse_output
-from controller.validation.haproxy.redact import Redactor
 from controller.validation.haproxy.stage import interpret
+from controller.validation.redact import Redactor
 from controller.validation.sandbox import SandboxResult
 
 

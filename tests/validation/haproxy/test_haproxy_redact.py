@@ -8,7 +8,7 @@ from pathlib import Path
 from controller.render import FileEntry, FileKind, FileSet, RenderResult, SourceMap
 from controller.spec.models import ExternalValidator
 from controller.validation.external import ExternalStage
-from controller.validation.haproxy.redact import REDACTED, Redactor
+from controller.validation.redact import REDACTED, Redactor
 from controller.validation.stage import StageContext
 
 CONFIG = """\

@@ -16,10 +16,10 @@ from controller.validation import (
     ReportStatus,
     ValidatedFileSet,
     ValidationOptions,
+    gcpause,
 )
 from controller.validation.report import BudgetExhaustion
 from controller.validation.stage import StageContext, StageOutcome
-from controller.validation.syntax import gcpause
 
 
 def pipeline(st: list[FakeStage], **kw: object) -> Pipeline:

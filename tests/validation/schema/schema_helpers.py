@@ -18,11 +18,11 @@ from functools import cache
 from pathlib import Path
 
 from controller.render import FileEntry, FileKind, FileSet, RenderResult, SourceMap
+from controller.validation.parsed import Directive, Section, Token
 from controller.validation.schema import SchemaEngine, family_for_version
 from controller.validation.schema.catalog import PROXY_SECTIONS, Family, KeywordSpec, family
 from controller.validation.schema.kwdump import features
 from controller.validation.syntax import ParsedConfig, parse
-from controller.validation.syntax.model import Directive, Section, Token
 
 _LINE_RE = re.compile(r"\[[^\]\[]*?:(\d+)\]")
 _LEVEL_RE = re.compile(r"^\[(ALERT|WARNING)\]")

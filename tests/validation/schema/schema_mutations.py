@@ -17,7 +17,7 @@ from schema_helpers import Case, family_features_ok, proxy_placements, sections_
 from controller.validation.schema.catalog import Family, KeywordSpec
 
 _DIGITS = re.compile(r"^\d+$")
-_OPTION_LINES = (
+OPTION_LINES = (
     ("server", "backend", "server m{port} 127.0.0.1:8080"),
     ("bind", "frontend", "bind 127.0.0.1:{port}"),
 )
@@ -86,7 +86,7 @@ def mutations(fam: Family, features: frozenset[str]) -> list[Case]:
                 continue
             for what, line in _variants(spec, example):
                 cases.append(Case(kind, line, "?", f"{what} {spec.key}"))
-    for table, kind, prefix in _OPTION_LINES:
+    for table, kind, prefix in OPTION_LINES:
         for name, entry in fam.option_tables[table].items():
             spec_type = entry.spec.type
             if spec_type is None or spec_type.kind != "int" or entry.removed or entry.deprecated:

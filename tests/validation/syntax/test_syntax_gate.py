@@ -45,7 +45,7 @@ DENIED = sorted(
 PATH_KEYWORDS = sorted(
     {*filerefs._PATH_KEYWORDS, *filerefs._BASES, "default-path", "errorfile", "acl", "filter"}
 )
-OPTION_LINES = sorted(filerefs._OPTION_LINES)
+OPTION_LINES = sorted(filerefs.OPTION_LINES)
 KEYWORDS = [
     *DENIED,
     *PATH_KEYWORDS,
@@ -69,7 +69,7 @@ KEYWORDS = [
     "maxconn",
 ]
 PLAIN_WORDS = [
-    *sorted(filerefs._SSL_PATH_OPTIONS),
+    *sorted(filerefs.SSL_PATH_OPTIONS),
     *sorted(filerefs._RESPONSE_PATHS),
     "return",
     "deny",

@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.diagnostics import Diagnostic
-from controller.validation.syntax import filerefs, gcpause, parse, policy
-from controller.validation.syntax.gcpause import GcPause, paused_gc
-from controller.validation.syntax.model import ParsedConfig, Section
+from controller.validation import gcpause
+from controller.validation.gcpause import GcPause, paused_gc
+from controller.validation.parsed import ParsedConfig, Section
+from controller.validation.syntax import filerefs, parse, policy
 
 KEYWORDS = [
     "server",
