@@ -237,21 +237,20 @@ class Pipeline:
 
         A long-running controller builds its pipeline once and then waits for candidates, so
         it calls this right after building: the schema stage compiles all its validators, the
-        sandboxed stages probe which isolation layers this host offers. Stages opt in with a
-        ``warm_up()`` method; a failing warm-up is logged and only means the first candidate
-        pays as it would have. Idempotent. Returns milliseconds spent per stage.
+        sandboxed stages probe which isolation layers this host offers (:meth:`Stage.warm_up`;
+        the default does nothing). A failing warm-up is logged and only means the first
+        candidate pays as it would have. Idempotent. Returns milliseconds spent per stage.
 
         Blocking (about a second in a fresh process, a few milliseconds for a later pipeline of
         the same HAProxy family); from a running event loop, prefer ``asyncio.to_thread``.
         """
         spent: dict[str, float] = {}
         for stage in self.stages:
-            hook = getattr(stage, "warm_up", None)
-            if not callable(hook):
-                continue
+            if type(stage).warm_up is Stage.warm_up:
+                continue  # the default: nothing to warm
             started = time.perf_counter()
             try:
-                hook()
+                stage.warm_up()
             except Exception:
                 log.exception("warming up stage %s failed", stage.phase.value)
             spent[f"{stage.phase.value}Ms"] = _ms(started)
@@ -307,11 +306,9 @@ class Pipeline:
         the same bytes *and* the same inputs."""
         extra = []
         for stage in self.stages:
-            input_key = getattr(stage, "input_key", None)
-            if callable(input_key):
-                digest = input_key(render)
-                if digest is not None:
-                    extra.append(f"{stage.phase.value}={digest}")
+            digest = stage.input_key(render)
+            if digest is not None:
+                extra.append(f"{stage.phase.value}={digest}")
         if not extra:
             return render.files.checksum
         joined = "\n".join([render.files.checksum, *extra])
@@ -570,18 +567,18 @@ class _Progress:
 
 def _gate_passes(stage: Stage, ctx: StageContext, timings: dict[str, float]) -> bool:
     """Whether ``stage`` has established, before running, that its security checks will
-    pass (its optional ``gate(ctx) -> bool``). Anything but a plain True — no gate, False, a
-    gate that raises — means the window waits for the stage's outcome as always."""
-    gate = getattr(stage, "gate", None)
-    if not callable(gate):
-        return False
+    pass (:meth:`Stage.gate`). Anything but a plain True — the default False, another value,
+    a gate that raises — means the window waits for the stage's outcome as always. A True is
+    recorded in ``ctx.cleared`` for the stage's own run to read."""
     started = time.perf_counter()
     try:
-        passed = gate(ctx) is True
+        passed = stage.gate(ctx) is True
     except Exception:
         log.exception("the gate of stage %s raised", stage.phase.value)
         passed = False
     timings[f"{stage.phase.value}GateMs"] = _ms(started)
+    if passed:
+        ctx.cleared = ctx.cleared | {stage.phase}
     return passed
 
 

@@ -3,6 +3,11 @@
 Stages are async because ``haproxy -c`` and external validators are subprocesses or HTTP calls
 and the admission webhook and the reconcile loop share one event loop; CPU-only stages simply
 do their work synchronously inside ``run``.
+
+:class:`Stage` declares everything the pipeline may ask of a stage: the two required members
+(``fingerprint``, ``run``) and the optional hooks (``warm_up``, ``input_key``, ``gate``), whose
+defaults do nothing — a stage subclasses it and overrides what it needs, the way httpx's
+``BaseTransport`` leaves ``close`` to the transports that hold something.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ class StageContext:
     """Version of the haproxy binary (``2.8.25``), known before the first stage runs."""
     parsed: dict[str, ParsedConfig] = field(default_factory=dict)
     """Parsed HAProxy configurations by path, filled by the syntax stage."""
-    security_cleared: bool = False
-    """The syntax stage's gate established that its directive policy and file-reference
-    rule find nothing in this candidate (only ``SyntaxStage.gate`` sets it); the stage then
-    does not run the same checks a second time on its full parse."""
+    cleared: frozenset[Phase] = frozenset()
+    """Phases whose :meth:`Stage.gate` returned True for this candidate. The pipeline records
+    a gate's answer here (a stage never writes it), so that the stage's :meth:`Stage.run`
+    need not repeat the checks its gate already established (the syntax stage's policy and
+    file-reference checks)."""
 
     @property
     def files(self) -> FileSet:
@@ -51,10 +57,36 @@ class StageOutcome:
 
 
 class Stage(Protocol):
+    """One step of the pipeline. Subclass it: the hooks below then have their defaults."""
+
     phase: Phase
+    """Which phase the stage's diagnostics belong to; each appears once in a pipeline."""
 
     def fingerprint(self) -> str:
         """Everything about this stage's configuration that could change a verdict."""
         ...
 
-    async def run(self, ctx: StageContext) -> StageOutcome: ...
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        """Judge ``ctx.files``; problems are diagnostics in the outcome, never exceptions
+        (an exception is still caught and reported as an internal error)."""
+        ...
+
+    def warm_up(self) -> None:
+        """Pay per-process first-use costs now (compile validators, probe the sandbox);
+        :meth:`Pipeline.warm_up <controller.validation.Pipeline.warm_up>` calls it once after
+        the pipeline was built. A failure is logged and only means the first candidate pays."""
+        return None
+
+    def input_key(self, render: RenderResult) -> str | None:
+        """A digest of whatever this stage judges besides the file set (the rules stage reads
+        resources and ``extraContext``), folded into the verdict cache's key; None when the
+        file set is all it reads."""
+        return None
+
+    def gate(self, ctx: StageContext) -> bool:
+        """True when this stage has established, cheaply and before :meth:`run`, that its
+        security checks will find nothing in ``ctx.files``: the pipeline may then start
+        ``haproxy -c`` while :meth:`run` works, and lists the phase in ``ctx.cleared``.
+        Anything but True (the default False, an exception) means "not established". Asked
+        only of the stage right before the overlapping window."""
+        return False

@@ -23,7 +23,7 @@ from controller.validation.external.http import run_http
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.redact import Redactor
 from controller.validation.sandbox import SandboxPolicy, isolation_for
-from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["ExternalStage"]
 
@@ -33,7 +33,7 @@ IGNORED_FAILURE = "W6008"
 _RULE_BY_SEVERITY = {"error": "E6002", "warning": "W6003", "info": "I6004"}
 
 
-class ExternalStage:
+class ExternalStage(Stage):
     phase = Phase.EXTERNAL
 
     def __init__(

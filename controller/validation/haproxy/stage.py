@@ -33,7 +33,7 @@ from controller.validation.sandbox import (
     isolation_for,
     run_sandboxed,
 )
-from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["HaproxyStage", "interpret"]
 
@@ -48,7 +48,7 @@ _MAX_OTHER_LINES = 20
 _MAX_TEXT = 2000
 
 
-class HaproxyStage:
+class HaproxyStage(Stage):
     phase = Phase.HAPROXY
 
     def __init__(

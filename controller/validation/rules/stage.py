@@ -40,7 +40,7 @@ from controller.validation.rules.deferred import (
 from controller.validation.rules.inline import budget_diagnostic, subject_of
 from controller.validation.rules.judge import output_value
 from controller.validation.rules.refs import ANY, EXTRA
-from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["RulesStage", "deferred_inputs"]
 
@@ -92,7 +92,7 @@ def _safe_ref(obj: Any) -> Any:
         return None
 
 
-class RulesStage:
+class RulesStage(Stage):
     """Deferred rules of one spec. Built once per spec, like the renderer."""
 
     phase = Phase.RULES

@@ -15,10 +15,10 @@ from typing import Any
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.validation.schema.engine import SchemaEngine, Stats
 from controller.validation.schema.versions import resolve_family
-from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.stage import Stage, StageContext, StageOutcome
 
 
-class SchemaStage:
+class SchemaStage(Stage):
     """``Stage`` for phase ``schema``.
 
     ``family`` is a family name (``"2.8"``) or a full HAProxy version (``"2.8.25"``); a version

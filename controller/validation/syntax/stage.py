@@ -12,11 +12,10 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-# ``controller.validation.stage`` imports this package's model, so it is bound lazily here.
-import controller.validation.stage as stage_protocol
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.render import FileKind, SourceMap
 from controller.validation.gcpause import paused_gc
+from controller.validation.stage import Stage, StageContext, StageOutcome
 from controller.validation.syntax.filerefs import check_file_refs
 from controller.validation.syntax.gate import lean_gate
 from controller.validation.syntax.parser import parse
@@ -24,7 +23,6 @@ from controller.validation.syntax.policy import check_policy, unknown_allow_name
 
 if TYPE_CHECKING:
     from controller.validation.parsed import ParsedConfig
-    from controller.validation.stage import StageContext, StageOutcome
 
 __all__ = ["SYNTAX_STAGE_VERSION", "SyntaxStage"]
 
@@ -32,7 +30,7 @@ __all__ = ["SYNTAX_STAGE_VERSION", "SyntaxStage"]
 SYNTAX_STAGE_VERSION = "2"
 
 
-class SyntaxStage:
+class SyntaxStage(Stage):
     phase = Phase.SYNTAX
 
     def __init__(self, allow_directives: Iterable[str] = ()) -> None:
@@ -45,14 +43,12 @@ class SyntaxStage:
     def gate(self, ctx: StageContext) -> bool:
         """True when the policy and file-reference checks of :meth:`run` will certainly find
         nothing, decided from a cheap reading (see ``gate``): the pipeline may start
-        ``haproxy -c`` before :meth:`run` has finished. The answer is recorded on the
-        context (``security_cleared``, set here and nowhere else), so that :meth:`run`
-        does not repeat those checks: the gate ran the very same check functions over every
-        line they could act on. False means "not established"."""
+        ``haproxy -c`` before :meth:`run` has finished. The pipeline records the answer
+        (``ctx.cleared``), so that :meth:`run` does not repeat those checks: the gate ran the
+        very same check functions over every line they could act on. False means "not
+        established"."""
         with paused_gc():
-            cleared = lean_gate(ctx.files, self.allow)
-        ctx.security_cleared = cleared
-        return cleared
+            return lean_gate(ctx.files, self.allow)
 
     async def run(self, ctx: StageContext) -> StageOutcome:
         started = time.perf_counter()
@@ -75,14 +71,14 @@ class SyntaxStage:
                 parsed, found = parse(text, entry.path, haproxy_version=ctx.haproxy_version)
                 parse_ms += (time.perf_counter() - t0) * 1000
                 ctx.parsed[entry.path] = parsed
-                if not ctx.security_cleared:
+                if Phase.SYNTAX not in ctx.cleared:
                     guarded = _for_any_version(parsed, text, entry.path, ctx.haproxy_version)
                     found.extend(check_policy(guarded, self.allow))
                     found.extend(check_file_refs(guarded, ctx.files))
                 out.extend(found)
         out = _with_template_locations(out, ctx.render.source_map)
         total_ms = (time.perf_counter() - started) * 1000
-        return stage_protocol.StageOutcome(
+        return StageOutcome(
             diagnostics=out,
             extra_timings={
                 "syntaxParseMs": round(parse_ms, 3),

@@ -16,14 +16,14 @@ from controller.diagnostics import (
 from controller.render import FileEntry, FileKind, FileSet, RenderResult, SourceMap
 from controller.validation import Pipeline, ValidationReport
 from controller.validation.report import BudgetExhaustion
-from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.stage import Stage, StageContext, StageOutcome
 
 CFG = "global\n\tmaxconn 100\n\nfrontend fe\n    bind 127.0.0.1:8080 ssl crt certs/site.pem\n"
 PEM = b"-----BEGIN PRIVATE KEY-----\nSECRETSECRET\n-----END PRIVATE KEY-----\n"
 
 
 @dataclass
-class Says:
+class Says(Stage):
     phase: Phase
     diagnostics: list[Diagnostic] = field(default_factory=list)
     budget: BudgetExhaustion | None = None

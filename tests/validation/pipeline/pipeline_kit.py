@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from controller.diagnostics import Diagnostic, Location, Phase, Severity, TemplateLocation, make
 from controller.render import FileEntry, FileKind, FileSet, RenderResult, SourceMap
 from controller.validation.report import BudgetExhaustion
-from controller.validation.stage import StageContext, StageOutcome
+from controller.validation.stage import Stage, StageContext, StageOutcome
 
 CFG = "global\n    maxconn 100\n\ndefaults\n    mode http\n"
 
@@ -47,7 +47,7 @@ Behaviour = Callable[[StageContext], StageOutcome]
 
 
 @dataclass
-class FakeStage:
+class FakeStage(Stage):
     phase: Phase
     diagnostics: list[Diagnostic] = field(default_factory=list)
     budget: BudgetExhaustion | None = None

@@ -11,6 +11,7 @@ report comes back.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import itertools
 import os
@@ -29,6 +30,7 @@ from controller.spec.loader import load_config
 from controller.spec.models import ValidationSettings
 from controller.validation import (
     Pipeline,
+    Stage,
     StageContext,
     StageOutcome,
     ValidationOptions,
@@ -93,7 +95,7 @@ async def test_fake_stages_report_the_same_either_way(schema: str, haproxy: str)
 
 
 @dataclass
-class Probe:
+class Probe(Stage):
     """A protocol-honest stage that records when it started and ended, and whether it was
     cancelled, on a clock shared by every probe of one run."""
 
@@ -244,7 +246,7 @@ def _haproxy_children(binary: str) -> dict[int, str]:
 
 
 @dataclass
-class Watching:
+class Watching(Stage):
     """The real schema stage, plus a look at which haproxy processes are alive when it is
     done (an observation only: the stage's outcome is passed on unchanged)."""
 
@@ -421,6 +423,44 @@ async def test_a_syntax_failure_after_the_gate_cancels_haproxy() -> None:
 
 
 @dataclass
+class Cleared(Gated):
+    """A gated probe that notes which phases the context lists as cleared when it runs."""
+
+    cleared_at_run: frozenset[Phase] | None = None
+
+    async def run(self, ctx: StageContext) -> StageOutcome:
+        self.cleared_at_run = ctx.cleared
+        return await super().run(ctx)
+
+
+@pytest.mark.parametrize(("answer", "cleared"), [(True, {Phase.SYNTAX}), (False, set())])
+async def test_the_pipeline_records_the_gates_answer_for_the_stages_run(
+    answer: bool, cleared: set[Phase]
+) -> None:
+    events: list[str] = []
+    st = probes(events)
+    probe = st[0] = Cleared(Phase.SYNTAX, events, answer=answer)
+    await Pipeline(st, haproxy_version=None, cache=None, overlap=True).validate(render_of())
+    assert probe.cleared_at_run == cleared
+
+
+def test_the_stage_hooks_default_to_doing_nothing() -> None:
+    stage = FakeStage(Phase.SCHEMA)
+    ctx = StageContext(render=render_of(), haproxy_version=None)
+    assert stage.warm_up() is None
+    assert stage.input_key(ctx.render) is None
+    assert stage.gate(ctx) is False
+
+
+def test_the_real_gate_answers_without_touching_the_context(haproxy_bin: str) -> None:
+    syntax = real(haproxy_bin).stages[0]
+    ctx = StageContext(render=render_of(GOOD, extra=[HOSTS]), haproxy_version=None)
+    before = dataclasses.replace(ctx)
+    assert syntax.gate(ctx) is True
+    assert ctx == before and ctx.cleared == frozenset()
+
+
+@dataclass
 class GatedFake(FakeStage):
     """A FakeStage syntax stage whose gate says True whatever it later finds."""
 
@@ -443,7 +483,7 @@ async def test_fake_stages_with_a_gate_report_the_same_either_way(syntax: str) -
 
 
 @dataclass
-class StricterSyntax:
+class StricterSyntax(Stage):
     """The real syntax stage (and its real gate), plus one finding its full reading adds
     after the gate passed — the case of a parse rule the gate does not look at. Records which
     haproxy processes were alive when it was done."""
