@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ import watchfiles
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.local.claims import Claim, ClaimKey, Claims
+from controller.observability import get_logger
 from controller.resources import (
     Manifest,
     Store,
@@ -57,7 +57,7 @@ from controller.resources import (
 from controller.resources.manifests import iter_manifest_files
 from controller.spec.models import API_GROUP, KIND, WatchedResource
 
-log = logging.getLogger(__name__)
+_log = get_logger("controller.local")
 
 ConfigCallback = Callable[[Mapping[str, Any], Path, int], Mapping[str, WatchedResource] | None]
 """Gets a HAProxyTemplateConfig document and where it is; returns its watchedResources to
@@ -150,7 +150,7 @@ class DirectoryAdapter:
         try:
             return self._sync({Path(p) for p in hinted})
         except Exception as exc:
-            log.exception("directory sync of %s failed", self.root)
+            _log.exception("directory sync failed", root=str(self.root))
             self._files.clear()  # forget everything: the next sync re-reads and rebuilds
             self._claims.clear()
             self._needs_rebuild = True
@@ -182,7 +182,9 @@ class DirectoryAdapter:
             try:
                 await self._watch(stop)
             except OSError as exc:
-                log.warning("watching %s failed (%s); retrying", self.root, exc)
+                _log.warning(
+                    "watching the directory failed; retrying", root=str(self.root), error=str(exc)
+                )
                 await self._wait(stop, self._rescan_interval)
 
     # --- watching -------------------------------------------------------------------------
@@ -347,7 +349,7 @@ class DirectoryAdapter:
         try:
             watched = self._on_config(thaw(doc.obj), doc.file, doc.line)
         except Exception as exc:
-            log.exception("on_config failed for %s:%d", doc.file, doc.line)
+            _log.exception("on_config failed", file=doc.file, line=doc.line)
             self._config_problems = [
                 make(
                     "F0001",
@@ -494,4 +496,4 @@ class DirectoryAdapter:
             try:
                 self._on_diagnostics(current)
             except Exception:
-                log.exception("on_diagnostics failed")
+                _log.exception("on_diagnostics failed")

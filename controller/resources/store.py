@@ -11,13 +11,13 @@ needs the event loop must hop to it itself (``loop.call_soon_threadsafe``).
 from __future__ import annotations
 
 import builtins
-import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from controller.diagnostics import Diagnostic
+from controller.observability import get_logger
 from controller.resources.api import (
     Entry,
     K8sObject,
@@ -35,7 +35,7 @@ from controller.resources.collection import (
 )
 from controller.spec.models import HAProxyTemplateConfig, HAProxyTemplateConfigSpec, WatchedResource
 
-log = logging.getLogger(__name__)
+_log = get_logger("controller.resources")
 
 ChangeOp = Literal["add", "update", "delete"]
 
@@ -354,5 +354,5 @@ class Store(Mapping[str, LiveCollectionView]):
                 listener(change)
             except Exception:
                 # A broken listener must not undo a stored change or starve the others.
-                log.exception("store listener %r failed on %s %s", listener, op, key)
+                _log.exception("store listener failed", listener=repr(listener), op=op, key=key)
         return change

@@ -29,13 +29,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.observability import get_logger
 from controller.render import MAIN_CONFIG, RenderResult
 from controller.validation import gcpause
 from controller.validation.cache import CacheKey, SingleFlight, StageRun, VerdictCache
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Pipeline", "PipelineSetupError", "Verdict"]
 
-log = logging.getLogger(__name__)
+_log = get_logger("controller.validation")
 
 _MAX_EXCEPTION_TEXT = 300
 
@@ -252,7 +252,7 @@ class Pipeline:
             try:
                 stage.warm_up()
             except Exception:
-                log.exception("warming up stage %s failed", stage.phase.value)
+                _log.exception("stage warm-up failed", stage=stage.phase.value)
             spent[f"{stage.phase.value}Ms"] = _ms(started)
         self.warmed_up = True
         return spent
@@ -297,7 +297,7 @@ class Pipeline:
                 pause.end()
         except Exception as exc:
             # Only a bug in the pipeline itself gets here; still a report, never a crash.
-            log.exception("pipeline failed outside any stage")
+            _log.exception("pipeline failed outside any stage")
             return self._crashed(render, opts, started, exc)
 
     def _candidate_key(self, render: RenderResult) -> str:
@@ -427,7 +427,7 @@ class Pipeline:
             if not isinstance(outcome, StageOutcome):
                 raise TypeError(f"stage returned {type(outcome).__name__}, not a StageOutcome")
         except Exception as exc:
-            log.exception("stage %s raised", stage.phase.value)
+            _log.exception("stage raised", stage=stage.phase.value)
             outcome = StageOutcome([_internal(stage.phase, exc)])
         return outcome, _ms(started)
 
@@ -574,7 +574,7 @@ def _gate_passes(stage: Stage, ctx: StageContext, timings: dict[str, float]) -> 
     try:
         passed = stage.gate(ctx) is True
     except Exception:
-        log.exception("the gate of stage %s raised", stage.phase.value)
+        _log.exception("stage gate raised", stage=stage.phase.value)
         passed = False
     timings[f"{stage.phase.value}GateMs"] = _ms(started)
     if passed:

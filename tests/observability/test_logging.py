@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -52,3 +54,26 @@ def test_object_ref() -> None:
     obj = {"kind": "Ingress", "metadata": {"namespace": "default", "name": "echo"}}
     assert object_ref(obj) == "Ingress/default/echo"
     assert object_ref({"kind": "Namespace", "metadata": {"name": "x"}}) == "Namespace/x"
+
+
+def test_every_module_logs_through_structlog() -> None:
+    """One logging API: a module that logs asks ``get_logger``; stdlib ``logging`` records
+    would bypass the configured renderer, the bound context and the control-character
+    escaping. Only the setup itself reads stdlib's level names."""
+    package = Path(__file__).resolve().parents[2] / "controller"
+    setup = package / "observability" / "logging.py"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if path == setup:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == "logging" or n.startswith("logging.") for n in names):
+                offenders.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert not offenders, f"stdlib logging imported in {offenders}"

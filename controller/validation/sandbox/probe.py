@@ -9,8 +9,7 @@ import tempfile
 import threading
 from dataclasses import replace
 
-import structlog
-
+from controller.observability import get_logger
 from controller.validation.sandbox import linux
 from controller.validation.sandbox.plan import build_plan
 from controller.validation.sandbox.policy import Isolation, SandboxPolicy
@@ -18,7 +17,7 @@ from controller.validation.sandbox.uids import uids
 
 __all__ = ["isolation_for"]
 
-log = structlog.get_logger("controller.validation.sandbox")
+log = get_logger("controller.validation.sandbox")
 
 
 _probe_lock = threading.Lock()

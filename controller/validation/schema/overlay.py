@@ -32,12 +32,12 @@ from typing import Any
 
 import fastjsonschema
 import jsonschema
-import structlog
 from fastjsonschema.draft07 import CodeGeneratorDraft07
 
 from controller.diagnostics import Diagnostic, Phase, make
+from controller.observability import get_logger
 
-log = structlog.get_logger("controller.validation.schema.overlay")
+log = get_logger("controller.validation.schema.overlay")
 
 KEYED_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependencies"})
 NESTED = frozenset(

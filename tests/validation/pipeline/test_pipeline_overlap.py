@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 from pipeline_kit import FakeStage, at, render_of
+from structlog.processors import format_exc_info
+from structlog.testing import capture_logs
 from test_pipeline_real import GOOD, HOSTS, quickstart_render, real
 
 from controller.diagnostics import Phase
@@ -317,15 +319,22 @@ async def test_warm_up_prepares_everything_the_first_candidate_needs(haproxy_bin
     assert p.warm_up().keys() == spent.keys()  # idempotent
 
 
-async def test_a_failing_warm_up_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_warm_up_is_logged_not_raised() -> None:
     @dataclass
     class Broken(FakeStage):
         def warm_up(self) -> None:
             raise OSError("no /proc here")
 
     p = Pipeline([Broken(Phase.SYNTAX)], haproxy_version=None, cache=None)
-    assert p.warm_up() == {"syntaxMs": pytest.approx(0.0, abs=50.0)}
-    assert "warming up stage syntax failed" in caplog.text
+    with capture_logs(processors=[format_exc_info]) as logs:
+        assert p.warm_up() == {"syntaxMs": pytest.approx(0.0, abs=50.0)}
+    [entry] = logs
+    assert (entry["event"], entry["stage"], entry["log_level"]) == (
+        "stage warm-up failed",
+        "syntax",
+        "error",
+    )
+    assert "OSError: no /proc here" in entry["exception"]
     assert (await p.validate(render_of())).valid
 
 
