@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.cli.inputs import InputError
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.spec.crd import prune_nulls
 from controller.spec.errors import describe_error, format_path
 from controller.spec.loader import read_documents
@@ -89,5 +89,5 @@ def _line(lines: Mapping[PathKey, int], path: Sequence[str | int]) -> int | None
     return lines.get(p)
 
 
-def _error(rule_id: str, file: str, line: int | None, message: str) -> Diagnostic:
+def _error(rule_id: RuleId, file: str, line: int | None, message: str) -> Diagnostic:
     return make(rule_id, Phase.SPEC, message, location=Location(file=file, line=line))

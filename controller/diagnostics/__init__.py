@@ -5,6 +5,7 @@ pipeline stages, the deploy targets and the adapters all speak this one vocabula
 pipeline's report (``controller.validation.report``) is built from it.
 """
 
+from controller.diagnostics.ids import RuleId
 from controller.diagnostics.model import (
     Diagnostic,
     Location,
@@ -13,7 +14,15 @@ from controller.diagnostics.model import (
     Severity,
     TemplateLocation,
 )
-from controller.diagnostics.rules import RULES, Rule, UnknownRuleError, make, rule
+from controller.diagnostics.rules import (
+    RULES,
+    Rule,
+    UnknownRuleError,
+    configure_docs_url,
+    documentation_url,
+    make,
+    rule,
+)
 
 __all__ = [
     "RULES",
@@ -22,9 +31,12 @@ __all__ = [
     "ObjectRef",
     "Phase",
     "Rule",
+    "RuleId",
     "Severity",
     "TemplateLocation",
     "UnknownRuleError",
+    "configure_docs_url",
+    "documentation_url",
     "make",
     "rule",
 ]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from controller.diagnostics.rules import DOCS_PAGE, RULES, Rule
+from controller.diagnostics.rules import DOCS_PAGE, DOCS_URL_ENV, RULES, Rule
 
-__all__ = ["AREAS", "anchor", "rules_markdown", "titles"]
+__all__ = ["AREAS", "anchor", "rule_id_module", "rules_markdown", "titles"]
 
 AREAS: Mapping[str, str] = {
     "0": "Internal and pipeline",
@@ -54,8 +54,11 @@ def rules_markdown(rules: Mapping[str, Rule] = RULES) -> str:
         "SARIF viewers may rely on it. Its first letter is the severity the rule is declared "
         "with — **F** fatal, **E** error, **W** warning, **I** info (strict mode reports a "
         "warning as an error but keeps its `W` id) — and its first digit the area that reports "
-        "it. A finding's `documentationUrl` points at the entry below "
-        f"(`{DOCS_PAGE}#<id in lower case>`, relative to the repository root).",
+        "it. A finding's `documentationUrl` points at the entry below: "
+        f"`{DOCS_PAGE}#<id in lower case>`, relative to the repository root, or, where the "
+        f"controller runs with `{DOCS_URL_ENV}` set to the absolute URL of this page as "
+        "published (`{version}` standing for the controller's version), that URL and the "
+        "same anchor, so that a link in a Kubernetes Event or a CI log leads somewhere.",
         "",
         "| id | severity | title |",
         "|---|---|---|",
@@ -84,3 +87,28 @@ def rules_markdown(rules: Mapping[str, Rule] = RULES) -> str:
 def titles(rules: Mapping[str, Rule] = RULES) -> str:
     """``ID<TAB>title`` per line: the snapshot ``tests/diagnostics`` freezes."""
     return "".join(f"{r.id}\t{r.title}\n" for r in _ordered(rules.values()))
+
+
+IDS_MODULE = "controller/diagnostics/ids.py"
+
+
+def rule_id_module(rules: Mapping[str, Rule] = RULES) -> str:
+    """The source of :data:`controller.diagnostics.ids.RuleId`: every registered id as a
+    ``Literal``, so that a typo in ``make("E1O01", ...)`` is a type error (pydantic's habit
+    with its error codes). ``tests/diagnostics`` compares the committed module with this."""
+    out = [
+        '"""Every registered rule id, as a type.',
+        "",
+        "Generated from controller/diagnostics/rules.py by",
+        f"``python -m controller.diagnostics ids > {IDS_MODULE}``; do not edit by hand.",
+        '"""',
+        "",
+        "from typing import Literal",
+        "",
+        '__all__ = ["RuleId"]',
+        "",
+        "RuleId = Literal[",
+        *(f'    "{r.id}",' for r in _ordered(rules.values())),
+        "]",
+    ]
+    return "\n".join(out) + "\n"

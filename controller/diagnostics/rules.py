@@ -16,15 +16,59 @@ emits an id that is not registered here.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from controller import __version__
+from controller.diagnostics.ids import RuleId
 from controller.diagnostics.model import Diagnostic, Phase, Severity
 
 DOCS_PAGE = "docs/diagnostics.md"
 """Where every rule is described, relative to the repository root; generated from this
 registry (``python -m controller.diagnostics docs``), so a link never points at nothing."""
-DOCS_BASE = f"{DOCS_PAGE}#"
+
+DOCS_URL_ENV = "HTC_DOCS_URL"
+"""The environment variable that names the published diagnostics page: an absolute http(s)
+URL in which ``{version}`` stands for the controller's version, e.g.
+``https://docs.example.org/htc/v{version}/diagnostics/`` (see :func:`configure_docs_url`)."""
+
+
+def _docs_page(template: str | None) -> str:
+    if not template:
+        return DOCS_PAGE
+    url = template.replace("{version}", __version__)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+        raise ValueError(
+            f"{DOCS_URL_ENV} must be an absolute http(s) URL without a fragment, got {template!r}"
+        )
+    return url
+
+
+_docs_url = _docs_page(os.environ.get(DOCS_URL_ENV))
+
+
+def configure_docs_url(template: str | None) -> str:
+    """Where ``documentationUrl`` points from now on; returns the page URL.
+
+    A report read far from this repository (a kubectl Event, a SARIF viewer, a CI log) needs
+    an absolute link to the documentation of the version that wrote it, so ``template`` is the
+    absolute URL of the published diagnostics page with ``{version}`` for the controller's
+    version; each rule's anchor (``#e1001``) is appended. None (and an unset
+    :data:`DOCS_URL_ENV`, read at import) keeps the repository-relative ``DOCS_PAGE``: this
+    project publishes no documentation site yet, and a link to one that does not exist
+    would be worse than a path. Raises ValueError for anything but an absolute http(s) URL.
+    """
+    global _docs_url
+    _docs_url = _docs_page(template)
+    return _docs_url
+
+
+def documentation_url(rule_id: str) -> str:
+    """The documentation of ``rule_id``: its entry (the heading ``### E1001``) on the page."""
+    return f"{_docs_url}#{rule_id.lower()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +84,7 @@ class Rule:
 
     @property
     def documentation_url(self) -> str:
-        return f"{DOCS_BASE}{self.id.lower()}"  # the anchor of the heading "### E1001"
+        return documentation_url(self.id)
 
 
 class UnknownRuleError(KeyError):
@@ -1059,7 +1103,7 @@ def rule(rule_id: str) -> Rule:
         raise UnknownRuleError(f"rule id {rule_id} is not registered") from None
 
 
-def make(rule_id: str, phase: Phase, message: str, **fields: Any) -> Diagnostic:
+def make(rule_id: RuleId, phase: Phase, message: str, **fields: Any) -> Diagnostic:
     """Build a diagnostic for a registered rule; severity and links come from the registry.
 
     ``fields`` are the optional Diagnostic fields (location, template_location, object,

@@ -18,7 +18,15 @@ from typing import Any
 from jinja2 import TemplateNotFound, TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 
-from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, TemplateLocation, make
+from controller.diagnostics import (
+    Diagnostic,
+    Location,
+    ObjectRef,
+    Phase,
+    RuleId,
+    TemplateLocation,
+    make,
+)
 from controller.render.budget import BudgetExceeded
 from controller.render.context import UnknownOutputError
 from controller.render.filters import FilterError
@@ -76,7 +84,7 @@ def object_from_frames(
     return None
 
 
-def _cause(exc: BaseException) -> tuple[str, str]:
+def _cause(exc: BaseException) -> tuple[RuleId, str]:
     """(rule id, message) for an exception raised inside a template."""
     if isinstance(exc, TemplateSyntaxError):
         return "E1001", exc.message or str(exc)

@@ -21,7 +21,15 @@ from typing import Any
 
 from jinja2 import Template, TemplateSyntaxError, meta, nodes
 
-from controller.diagnostics import Diagnostic, Location, Phase, Severity, TemplateLocation, make
+from controller.diagnostics import (
+    Diagnostic,
+    Location,
+    Phase,
+    RuleId,
+    Severity,
+    TemplateLocation,
+    make,
+)
 from controller.render.budget import BudgetExceeded, Meter, current
 from controller.render.context import Outputs, PathFor, RenderedOutput, Resources
 from controller.render.environment import TemplateEnvironment
@@ -29,7 +37,14 @@ from controller.render.errors import render_error, syntax_error
 from controller.render.expression import parse_expression
 from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
 from controller.render.filters import FILTERS
-from controller.render.graph import DYNAMIC, RenderGraph, TemplateRefs, build_graph, references
+from controller.render.graph import (
+    DYNAMIC,
+    Reference,
+    RenderGraph,
+    TemplateRefs,
+    build_graph,
+    references,
+)
 from controller.render.result import (
     OutputStatus,
     RenderBudget,
@@ -276,7 +291,7 @@ class Renderer:
 
     def _settle_references(self, snippet_problem: dict[str, str]) -> None:
         """E1006/E1007 for constant references to undefined outputs and snippets."""
-        problems = [
+        problems: list[tuple[RuleId, Reference, str, list[str]]] = [
             ("E1006", ref, f"output {ref.name!r} is not defined", sorted(self.outputs))
             for ref in self.graph.unknown_outputs
         ] + [

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.resources.matching import SelectorError, check_label_selector, parse_field_selector
 from controller.resources.paths import (
     FieldPath,
@@ -38,7 +38,7 @@ DEFAULT_INDEX_BY: tuple[str, ...] = tuple(
 )
 
 
-def _e(rule: str, path: SpecPath, message: str, locate: Locate | None) -> Diagnostic:
+def _e(rule: RuleId, path: SpecPath, message: str, locate: Locate | None) -> Diagnostic:
     where = locate(path) if locate is not None else None
     return make(rule, Phase.SPEC, f"{spec_path_text(path)}: {message}", location=where)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.spec.loader import PathKey, read_documents
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -35,7 +35,7 @@ class Manifest:
     line: int
 
 
-def _diag(rule: str, file: Path, line: int | None, message: str) -> Diagnostic:
+def _diag(rule: RuleId, file: Path, line: int | None, message: str) -> Diagnostic:
     return make(rule, Phase.SPEC, message, location=Location(file=str(file), line=line))
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.deploy.target import DeployResult, DeployTarget
-from controller.diagnostics import Diagnostic, Phase, make
+from controller.diagnostics import Diagnostic, Phase, RuleId, make
 from controller.observability.logging import bind, get_logger, object_ref
 from controller.observability.metrics import METRICS, Metrics
 from controller.publish.events import Event, EventKind
@@ -136,7 +136,7 @@ class _Pending:
 
 
 def failure_report(
-    rule_id: str, phase: Phase, message: str, files: FileSet | None = None
+    rule_id: RuleId, phase: Phase, message: str, files: FileSet | None = None
 ) -> ValidationReport:
     """A report for a failure outside the pipeline (a crashing renderer, a broken engine)."""
     diag = make(rule_id, phase, message)

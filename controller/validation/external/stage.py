@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render import SourceMap
 from controller.spec.models import ExternalValidator, FailurePolicy
 from controller.validation.external.command import VALIDATOR_POLICY, run_command
@@ -27,10 +27,10 @@ from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["ExternalStage"]
 
-IGNORED_FAILURE = "W6008"
+IGNORED_FAILURE: RuleId = "W6008"
 """A validator that failed to give a verdict, let pass by ``failurePolicy: ignore``."""
 
-_RULE_BY_SEVERITY = {"error": "E6002", "warning": "W6003", "info": "I6004"}
+_RULE_BY_SEVERITY: dict[str, RuleId] = {"error": "E6002", "warning": "W6003", "info": "I6004"}
 
 
 class ExternalStage(Stage):
@@ -82,7 +82,7 @@ def _diagnostics(v: ExternalValidator, out: RunOutcome, ctx: StageContext) -> li
     ignore = v.failure_policy is FailurePolicy.IGNORE
     diags: list[Diagnostic] = []
 
-    def failure(rule_id: str, text: str) -> None:
+    def failure(rule_id: RuleId, text: str) -> None:
         if ignore:
             text += " (failurePolicy ignore)"
             rule_id = IGNORED_FAILURE

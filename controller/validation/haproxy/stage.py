@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import signal
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render import MAIN_CONFIG, SourceMap
 from controller.validation.haproxy.binary import HaproxyBinary
 from controller.validation.haproxy.locate import locate
@@ -205,7 +205,7 @@ def interpret(
     return diagnostics
 
 
-def _rule_for(msg: Message, passed: bool) -> str:
+def _rule_for(msg: Message, passed: bool) -> RuleId:
     if msg.level is Level.ALERT:
         if msg.text.startswith(_SUMMARY):
             return "I4005"
@@ -219,7 +219,9 @@ def _rule_for(msg: Message, passed: bool) -> str:
     return "I4004"
 
 
-def _diag(rule_id: str, msg: Message, redact: Redactor, source_map: SourceMap | None) -> Diagnostic:
+def _diag(
+    rule_id: RuleId, msg: Message, redact: Redactor, source_map: SourceMap | None
+) -> Diagnostic:
     location = None
     template = None
     if msg.file:

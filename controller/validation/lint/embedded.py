@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from controller.diagnostics import RULES, Diagnostic, Phase, make
+from controller.diagnostics import RULES, Diagnostic, Phase, RuleId, make
 from controller.spec.models import AssertionType, EmbeddedTest, TestAssertion
 from controller.validation.rules.compiled import Locator, PathKey
 
@@ -39,9 +39,9 @@ _TARGETED = frozenset(
 )
 
 
-def assertion_problems(a: TestAssertion, outputs: Collection[str]) -> list[tuple[str, str]]:
+def assertion_problems(a: TestAssertion, outputs: Collection[str]) -> list[tuple[RuleId, str]]:
     """(rule id, message) for every reason ``a`` cannot be judged as written."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[RuleId, str]] = []
     kind = a.type
     if kind in _TARGETED and a.target not in outputs:
         out.append(
@@ -78,7 +78,7 @@ def lint_tests(
 ) -> list[Diagnostic]:
     out: list[Diagnostic] = []
 
-    def report(rule_id: str, path: PathKey, message: str) -> None:
+    def report(rule_id: RuleId, path: PathKey, message: str) -> None:
         where = locate(path) if locate is not None else None
         out.append(make(rule_id, Phase.LINT, f"test {path[2]}: {message}", location=where))
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render.fileset import MAIN_CONFIG, FileKind, path_for
 from controller.spec.errors import format_path
 from controller.spec.models import (
@@ -320,7 +320,7 @@ class _Builder:
             )
         return None if unknown or missing else a
 
-    def _report(self, rule_id: str, path: PathKey, message: str) -> None:
+    def _report(self, rule_id: RuleId, path: PathKey, message: str) -> None:
         location = self.locate(path) if self.locate is not None else None
         self.diagnostics.append(
             make(rule_id, Phase.RULES, f"{format_path(path)}: {message}", location=location)

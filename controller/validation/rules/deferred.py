@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
 from controller.render.scc import strongly_connected
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import iteration_exhaustion
@@ -218,7 +218,7 @@ def _judge_all(
 
 
 def _fail_closed(rule: CompiledRule, name: str, state: str | None) -> Diagnostic:
-    rule_id = "E5005" if rule.is_error else "W5006"
+    rule_id: RuleId = "E5005" if rule.is_error else "W5006"
     why = f" (it was {state})" if state else ""
     location = Location(file=rule.owner.path) if rule.owner.path else None
     return make(

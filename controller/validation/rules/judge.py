@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
 from controller.observability.text import escape_controls
 from controller.validation.rules.cel import EvalError, Program, evaluate
 from controller.validation.rules.compiled import CompiledRule
@@ -88,7 +88,7 @@ def judge(
         if not isinstance(value, bool):
             raise EvalError(f"expression returned {type(value).__name__} {value!r}, not a bool")
     except EvalError as exc:
-        rule_id = "E5007" if rule.is_error else "W5008"
+        rule_id: RuleId = "E5007" if rule.is_error else "W5008"
         text = f"{title}: could not be evaluated: {_capped(escape_controls(str(exc)))}"
         return Judgement(State.FAILED, _make(rule_id, text, location, object))
     if value:
@@ -118,6 +118,6 @@ def _capped(text: str) -> str:
 
 
 def _make(
-    rule_id: str, text: str, location: Location | None, object: ObjectRef | None
+    rule_id: RuleId, text: str, location: Location | None, object: ObjectRef | None
 ) -> Diagnostic:
     return make(rule_id, Phase.RULES, text, location=location, object=object)

@@ -20,7 +20,7 @@ from typing import Any
 
 import fastjsonschema
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render import SourceMap
 from controller.validation.parsed import Directive, ParsedConfig, Section
 from controller.validation.schema import generate
@@ -47,7 +47,7 @@ _COMPILED: dict[str, Callable[[Any], Any]] = {}
 class Finding:
     """A position-free finding inside one section (what the section cache stores)."""
 
-    rule_id: str
+    rule_id: RuleId
     message: str
     directive: int
     """Index in ``Section.directives``; -1 for the section header."""
@@ -130,7 +130,7 @@ class SchemaEngine:
         self._option_validators: dict[tuple[str, str], dict[str, Callable[[Any], Any]]] = {}
         self._cache: OrderedDict[tuple[str, ...], tuple[Finding, ...]] = OrderedDict()
         self._cache_size = cache_size
-        self._memo: dict[tuple[Any, ...], tuple[tuple[str, str, int, int, str | None], ...]] = {}
+        self._memo: dict[tuple[Any, ...], tuple[tuple[RuleId, str, int, int, str | None], ...]] = {}
         self._memo_size = 200_000
         self._masks: dict[tuple[str, str], tuple[tuple[int, ...], int | None, bool]] = {}
         self.stats = Stats()
@@ -648,7 +648,7 @@ class SchemaEngine:
             if self.overlay_result
             else frozenset()
         )
-        rule_id = "E3013" if rule in touched or root is False else "E3004"
+        rule_id: RuleId = "E3013" if rule in touched or root is False else "E3004"
         fix: str | None = None
         advisory = _advisory(rule, node, _at(norm.instance, path))
         if root is False or node is False:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.diagnostics import RuleId
 from controller.validation.parsed import Directive
 from controller.validation.schema.catalog import KeywordSpec, OptionEntry
 
@@ -26,7 +27,7 @@ Path = tuple[str | int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Issue:
-    rule_id: str
+    rule_id: RuleId
     message: str
     first: int
     """Index of the first offending token in ``Directive.tokens``."""

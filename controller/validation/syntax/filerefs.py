@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from itertools import pairwise
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render import FileSet
 from controller.validation.parsed import Directive, ParsedConfig, Token
 from controller.validation.syntax.tokenizer import tokenize
@@ -70,7 +70,7 @@ class FileRef:
     need: Need
     candidates: tuple[str, ...] = ()
     """Deploy-relative paths HAProxy may open; the first is the likeliest."""
-    problem: tuple[str, str] | None = None
+    problem: tuple[RuleId, str] | None = None
     """(rule id, message) when the path cannot be inside the file set at all."""
 
 
@@ -624,11 +624,17 @@ def _ref(
     return FileRef(d.file, d.line, name, option, tok, need, tuple(candidates))
 
 
-_MOVED = ("E2202", "an earlier 'default-path' moved relative paths outside the deploy directory")
-_BAD_BASE = ("E2202", "the base directory it is resolved against was refused (see that error)")
+_MOVED: tuple[RuleId, str] = (
+    "E2202",
+    "an earlier 'default-path' moved relative paths outside the deploy directory",
+)
+_BAD_BASE: tuple[RuleId, str] = (
+    "E2202",
+    "the base directory it is resolved against was refused (see that error)",
+)
 
 
-def _path_problem(tok: Token) -> tuple[str, str] | None:
+def _path_problem(tok: Token) -> tuple[RuleId, str] | None:
     value = tok.value
     if tok.has_env:
         return ("E2204", "the path depends on an environment variable")
@@ -671,7 +677,7 @@ def _exists(ref: FileRef, present: set[str], dirs: set[str]) -> bool:
     return False
 
 
-def _diag(rule_id: str, ref: FileRef, reason: str) -> Diagnostic:
+def _diag(rule_id: RuleId, ref: FileRef, reason: str) -> Diagnostic:
     tok = ref.token
     what = ref.directive if ref.option in ("", ref.directive) else f"{ref.directive} {ref.option}"
     return make(

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.validation.keywords import (
     CONDITIONAL_MACROS,
     MAX_LINE_ARGS,
@@ -323,7 +323,7 @@ def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _Chunk
 
 
 def _diag(
-    rule_id: str, message: str, file: str, line: int, column: int, end_column: int
+    rule_id: RuleId, message: str, file: str, line: int, column: int, end_column: int
 ) -> Diagnostic:
     return make(
         rule_id,
@@ -374,14 +374,16 @@ class _Walker:
 
     # -- reporting ---------------------------------------------------------------------------
 
-    def _report(self, rule_id: str, message: str, line: int, column: int, end_column: int) -> None:
+    def _report(
+        self, rule_id: RuleId, message: str, line: int, column: int, end_column: int
+    ) -> None:
         self.diagnostics.append(_diag(rule_id, message, self.file, line, column, end_column))
         if rule_id.startswith("E"):
             self._fatal += 1
             if self._fatal >= _MAX_FATAL:
                 self.stopped = True
 
-    def _report_at(self, rule_id: str, message: str, d: Directive, active: Tri) -> None:
+    def _report_at(self, rule_id: RuleId, message: str, d: Directive, active: Tri) -> None:
         """An error that holds only if the line is active: a warning when that is undecided."""
         if active is None:
             message = f"{message} (in a conditional branch that may be taken)"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.validation.parsed import Directive, ParsedConfig, Section, Token
 
 __all__ = [
@@ -34,14 +34,14 @@ __all__ = [
 class Denial:
     name: str
     """What the configuration writes, and the name that allows it."""
-    rule_id: str
+    rule_id: RuleId
     danger: str
     """What HAProxy does with it, in one sentence."""
     where: str
     """How it is recognised."""
 
 
-def _table(*rows: tuple[str, str, str, str]) -> dict[str, Denial]:
+def _table(*rows: tuple[str, RuleId, str, str]) -> dict[str, Denial]:
     return {name: Denial(name, rule, danger, where) for name, rule, danger, where in rows}
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from controller.diagnostics import RuleId
 from controller.validation.keywords import MAX_LINE_ARGS, PSEUDO_VARIABLES
 from controller.validation.parsed import Token
 from controller.validation.syntax import build
@@ -67,7 +68,7 @@ _interned = 0
 class LineError:
     """Why HAProxy refuses to split a line; columns are 1-based and inclusive."""
 
-    rule_id: str
+    rule_id: RuleId
     message: str
     column: int
     end_column: int
