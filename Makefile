@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test test-fast lint fmt crd bench clean
+.PHONY: install system-deps demo test test-fast lint fmt crd bench clean cluster-build cluster podnet
 
 $(STAMP): pyproject.toml
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
@@ -28,6 +28,20 @@ system-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy socat prometheus >/dev/null; \
 	  else echo "missing:$$missing -- run: sudo apt-get install -y haproxy socat prometheus"; exit 1; fi; \
 	fi
+
+# The test bed's control plane (hack/cluster: etcd, kube-apiserver, kube-controller-manager
+# and kubectl of one pinned release), built once into a cache outside the repository.
+cluster-build:
+	@bash hack/cluster/build.sh
+
+# Runs it in the foreground: prints `export KUBECONFIG=...` once ready, with our CRD applied;
+# Ctrl-C stops it and removes its data.
+cluster: cluster-build
+	@"$$(bash hack/cluster/build.sh)" -apply deploy/crds
+
+# The test pod network (root): a bridge on 10.244.0.0/16, held until Ctrl-C.
+podnet: $(STAMP)
+	$(BIN)/python -m controller.testbed.podnet up
 
 # Everything CI runs: lint, then every test including the slow ones.
 # pytest exits 5 when nothing was collected; that is not a failure of the suite.

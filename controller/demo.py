@@ -1,8 +1,8 @@
 """``make demo``: the quickstart served by a real HAProxy, with backends that say who they are.
 
 Copies ``examples/quickstart`` to a scratch directory (so editing it never dirties the
-repository), starts one tiny HTTP server per loopback endpoint the example's EndpointSlices
-name (each answers with its Service name and address), runs ``htc local`` on the copy and
+repository), points the copy's EndpointSlices at loopback (the example names pod addresses, as
+a real API server requires), starts one tiny HTTP server per loopback endpoint they name (each answers with its Service name and address), runs ``htc local`` on the copy and
 prints what to curl and which file to edit. Everything listens on loopback only.
 """
 
@@ -32,6 +32,8 @@ from controller.publish import Event, EventKind
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
 LOOPBACK = "127.0.0.1"
+# The example's endpoints: addresses of the test pod network (controller/testbed/podnet.py).
+POD_ADDRESS = re.compile(r"\b10\.244\.\d{1,3}\.\d{1,3}\b")
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,14 @@ async def start_backends(found: list[Backend]) -> list[web.AppRunner]:
     return runners
 
 
+def to_loopback(copy: Path) -> None:
+    """Point the copy's pod addresses at loopback, where the demo's backends listen; endpoints
+    that are not ready keep their condition, so they still get no server line."""
+    for path in sorted((copy / "resources").rglob("*.y*ml")):
+        text = path.read_text()
+        path.write_text(POD_ADDRESS.sub(LOOPBACK, text))
+
+
 def move_ports(copy: Path, found: list[Backend]) -> list[Backend]:
     """Give every backend a free port, rewriting the copy's manifests to match.
 
@@ -138,6 +148,7 @@ async def run(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="htc-demo-"))
     copy = work / "quickstart"
     shutil.copytree(args.example, copy)
+    to_loopback(copy)
     found = backends(copy)
     if args.free_ports:
         found = move_ports(copy, found)

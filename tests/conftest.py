@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# The real control plane, per-test namespaces and the pod network (controller/testbed).
+pytest_plugins = ["controller.testbed.fixtures"]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 

@@ -58,7 +58,7 @@ def test_extra_resource_paths_after_config_count_too(tmp_path: Path) -> None:
         str(tmp_path),
     )
     assert code == 0, stderr
-    assert "server 127.0.0.1:18081" in (tmp_path / "haproxy.cfg").read_text()
+    assert "server 10.244.1.11:18081" in (tmp_path / "haproxy.cfg").read_text()
 
 
 def test_a_broken_template_exits_1_naming_template_and_line(tmp_path: Path) -> None:

@@ -62,8 +62,8 @@ def test_quickstart_semantics() -> None:
     cfg = text(r)
     # one backend per referenced Service port, one server per ready endpoint
     assert cfg.count("\nbackend ") == 3
-    assert "server 127.0.0.1:18082 127.0.0.1:18082" in cfg
-    assert "127.0.0.2" not in cfg  # the endpoint that is not ready
+    assert "server 10.244.1.12:18082 10.244.1.12:18082" in cfg
+    assert "10.244.1.13" not in cfg  # the endpoint that is not ready
     # the other class's Ingress is ignored everywhere, including its defaultBackend
     for entry in r.files:
         assert b"other.local" not in entry.content
