@@ -51,6 +51,7 @@ from controller.publish.publisher import Publisher
 from controller.render import FileSet, RenderResult
 from controller.resources.api import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
+from controller.triggers.clock import Clock
 from controller.validation.report import ReportMetadata, ReportStatus, ValidationReport
 from controller.validation.validated import ValidatedFileSet
 
@@ -160,7 +161,7 @@ class ReconcileTrigger:
         drift_interval: float | None = 10.0,
         retry_initial: float = 1.0,
         retry_max: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
     ) -> None:
         self.source = source
         self.targets = list(targets)
@@ -170,7 +171,8 @@ class ReconcileTrigger:
         self.drift_interval = drift_interval
         self.retry_initial = retry_initial
         self.retry_max = retry_max
-        self.clock = clock
+        self.clock = clock if clock is not None else Clock()
+        """What schedules read and wait on (debounce, min interval, resync, retry)."""
         self.engine: Engine | None = None
         self.settings = ReconcileSettings()
         self.runs = 0
@@ -199,7 +201,7 @@ class ReconcileTrigger:
 
     def notify(self, change: Any = None, *, trigger: str = "change") -> None:
         """Record that the store changed. Safe to call from any thread, never blocks."""
-        now = self.clock()
+        now = self.clock.now()
         ref = _change_ref(change)
         with self._lock:
             p = self._pending
@@ -269,7 +271,7 @@ class ReconcileTrigger:
                 _SpecProposal(spec, None, None, self._loop.create_future()), trigger="startup"
             )
         if self.engine is not None and (decision is None or decision.report is None):
-            await self._run("startup", self.clock(), [])
+            await self._run("startup", self.clock.now(), [])
         self._tasks.append(asyncio.create_task(self._main(), name="reconcile"))
         if self.drift_interval:
             self._tasks.append(asyncio.create_task(self._drift(), name="drift-check"))
@@ -328,18 +330,16 @@ class ReconcileTrigger:
             if self._specs or (delay is not None and delay <= 0):
                 continue
             timeout = delay if delay is not None else self._timer_delay()
-            try:
-                await asyncio.wait_for(
-                    self._wake.wait(), max(timeout, 0.0) if math.isfinite(timeout) else None
-                )
-            except TimeoutError:
-                if self._next_delay() is None:
-                    self._fire_timers()
+            woken = await self.clock.wait(
+                self._wake, max(timeout, 0.0) if math.isfinite(timeout) else None
+            )
+            if not woken and self._next_delay() is None:
+                self._fire_timers()
 
     def _fire_timers(self) -> None:
         """Turn a due retry or resync into a pending run (a retry renders afresh too: the
         latest state is what should run once the target is back)."""
-        now = self.clock()
+        now = self.clock.now()
         if self._retry_at is not None and self._retry_at <= now:
             self._retry_at = None
             self.notify(trigger="retry")
@@ -348,7 +348,7 @@ class ReconcileTrigger:
 
     def _timer_delay(self) -> float:
         """Seconds until the next retry or resync; infinite when neither is due ever."""
-        retry = math.inf if self._retry_at is None else self._retry_at - self.clock()
+        retry = math.inf if self._retry_at is None else self._retry_at - self.clock.now()
         return min(retry, self._resync_delay())
 
     def _next_delay(self) -> float | None:
@@ -360,7 +360,7 @@ class ReconcileTrigger:
             if p is None:
                 return None
             s = self.settings
-            now = self.clock()
+            now = self.clock.now()
             earliest = self._last_start + s.min_interval
             if p.leading or p.trigger in _TIMERS:
                 at = max(now, earliest)
@@ -373,7 +373,7 @@ class ReconcileTrigger:
     def _resync_delay(self) -> float:
         if self.settings.resync_interval <= 0:
             return math.inf  # disabled
-        return self._last_end + self.settings.resync_interval - self.clock()
+        return self._last_end + self.settings.resync_interval - self.clock.now()
 
     async def _run_pending(self) -> None:
         with self._lock:
@@ -393,7 +393,7 @@ class ReconcileTrigger:
         engine = self.engine
         if engine is None:
             return
-        self._last_start = self.clock()
+        self._last_start = self.clock.now()
         try:
             view = self.source.snapshot()
             self._count_objects(view)
@@ -408,7 +408,7 @@ class ReconcileTrigger:
                 Event.rejected(trigger, report, objects=objects, serving=self.serving)
             )
         finally:
-            self._last_end = self.clock()
+            self._last_end = self.clock.now()
 
     async def _evaluate(
         self, engine: Engine, view: StoreView, trigger: str
@@ -453,7 +453,7 @@ class ReconcileTrigger:
                 self.retry_attempts = 0
                 self._retry_at = None
                 if math.isfinite(since) and any(r.reloaded for r in results):
-                    self.metrics.reconcile_latency.observe(max(self.clock() - since, 0.0))
+                    self.metrics.reconcile_latency.observe(max(self.clock.now() - since, 0.0))
             else:
                 retry_in = self._schedule_retry()
             event = Event.deployed(
@@ -466,7 +466,7 @@ class ReconcileTrigger:
     def _schedule_retry(self) -> float:
         self.retry_attempts += 1
         delay = min(self.retry_initial * 2.0 ** (self.retry_attempts - 1), self.retry_max)
-        self._retry_at = self.clock() + delay
+        self._retry_at = self.clock.now() + delay
         _log.warning("deploy failed; retrying", attempt=self.retry_attempts, retry_in=delay)
         return delay
 
@@ -486,7 +486,7 @@ class ReconcileTrigger:
 
     async def _try_spec(self, proposal: _SpecProposal, trigger: str) -> SpecDecision:
         spec = proposal.spec
-        self._last_start = self.clock()
+        self._last_start = self.clock.now()
         try:
             engine = self.engine_factory(spec)
         except Exception as exc:
@@ -530,7 +530,7 @@ class ReconcileTrigger:
         )
         objects = taken.objects if taken is not None else []
         await self._conclude(trigger, self._last_start, objects, render, verdict)
-        self._last_end = self.clock()
+        self._last_end = self.clock.now()
         return SpecDecision(True, tuple(verdict.report.diagnostics), verdict.report)
 
     def _restore_pending(self, taken: _Pending | None) -> None:
@@ -580,7 +580,7 @@ class ReconcileTrigger:
                 message=head.message,
             )
         )
-        self._last_end = self.clock()
+        self._last_end = self.clock.now()
         return SpecDecision(False, all_diags, report)
 
     # --- background checks ----------------------------------------------------------------

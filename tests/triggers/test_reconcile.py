@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 
 import pytest
 from pydantic import ValidationError
@@ -20,6 +18,7 @@ from controller.publish import Event, EventKind
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.resources import Store, StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
+from controller.testing import ManualClock
 from controller.triggers.reconcile import Engine
 from controller.validation import Pipeline
 
@@ -47,43 +46,41 @@ async def test_a_burst_collapses_and_converges_on_the_final_state(
 
 
 async def test_a_stream_from_another_thread_is_not_starved(make_trigger, store: Store) -> None:
-    trig, target = await make_trigger(spec(debounce="100ms", min_interval="100ms"))
+    clock = ManualClock()
+    trig, target = await make_trigger(spec(debounce="100ms", min_interval="100ms"), clock=clock)
     runs0 = trig.runs
-
-    def writer() -> None:
-        for gen in range(60):  # ~0.6 s of steady changes, never 100 ms quiet
-            store.apply("ingresses", ingress("a", gen=str(gen)))
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    await asyncio.sleep(0.45)
-    assert trig.runs - runs0 >= 2  # runs happen while the stream goes on
-    await asyncio.to_thread(thread.join)
-    await trig.wait_idle()
+    for gen in range(60):  # 0.6 s of steady changes, never 100 ms quiet
+        if gen == 45:
+            assert trig.runs - runs0 >= 2  # runs happen while the stream goes on
+        await asyncio.to_thread(store.apply, "ingresses", ingress("a", gen=str(gen)))
+        await clock.advance(0.01)
+    await clock.advance(0.2)
+    await trig.wait_idle(timeout=5)
     assert target.last == "v1: a=59"
     assert trig.runs - runs0 <= 8
 
 
 async def test_leading_edge_runs_at_once_after_a_quiet_period(make_trigger, store: Store) -> None:
-    _trig, target = await make_trigger(spec(debounce="400ms", min_interval="50ms"))
-    await asyncio.sleep(0.1)
-    t0 = time.monotonic()
+    clock = ManualClock()
+    trig, target = await make_trigger(spec(debounce="400ms", min_interval="50ms"), clock=clock)
+    await clock.advance(0.1)
     store.apply("ingresses", ingress("x"))
-    while target.last != "v1: x=0":
-        await asyncio.sleep(0.005)
-    assert time.monotonic() - t0 < 0.3  # well below the 400 ms debounce
+    await trig.wait_idle(timeout=5)  # without any time passing: no 400 ms debounce
+    assert target.last == "v1: x=0"
 
 
 async def test_min_interval_spaces_runs(make_trigger, store: Store) -> None:
-    trig, target = await make_trigger(spec(debounce="10ms", min_interval="300ms"))
-    t0 = time.monotonic()
+    clock = ManualClock()
+    trig, target = await make_trigger(spec(debounce="10ms", min_interval="300ms"), clock=clock)
+    runs0 = trig.runs  # the startup run, at the clock's present
     store.apply("ingresses", ingress("a"))
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     store.apply("ingresses", ingress("b"))
-    await trig.wait_idle()
-    assert target.last == "v1: a=0 b=0"
-    assert time.monotonic() - t0 >= 0.28  # startup run at t0 - ε, then not before +300 ms
+    await clock.advance(0.249)  # debounced long ago, but not 300 ms after the startup run
+    assert trig.runs == runs0
+    await clock.advance(0.001)
+    await trig.wait_idle(timeout=5)
+    assert trig.runs == runs0 + 1 and target.last == "v1: a=0 b=0"
 
 
 async def test_invalid_verdict_keeps_the_last_good_and_says_why(
@@ -115,9 +112,13 @@ async def test_delete_takes_the_same_path(make_trigger, store: Store) -> None:
 
 
 async def test_resync_runs_without_changes(make_trigger) -> None:
-    trig, target = await make_trigger(spec(resync="1s", min_interval="10ms"))
+    clock = ManualClock()
+    trig, target = await make_trigger(spec(resync="1s", min_interval="10ms"), clock=clock)
     runs0 = trig.runs
-    await asyncio.sleep(1.3)
+    await clock.advance(0.999)
+    assert trig.runs == runs0
+    await clock.advance(0.301)
+    await trig.wait_idle(timeout=5)
     assert trig.runs - runs0 == 1
     assert len(target.deployed) == 1  # identical output is not redeployed
     assert trig.metrics.sample("htc_reconcile_runs_total", {"trigger": "resync"}) == 1
@@ -126,9 +127,11 @@ async def test_resync_runs_without_changes(make_trigger) -> None:
 async def test_resync_zero_disables_it(make_trigger) -> None:
     """0s means "no resync", not "resync continuously" (which rendered as fast as minInterval
     allowed: the audit counted thousands of runs a second)."""
-    trig, _target = await make_trigger(spec(resync="0s", min_interval="10ms"))
+    clock = ManualClock()
+    trig, _target = await make_trigger(spec(resync="0s", min_interval="10ms"), clock=clock)
     runs0 = trig.runs
-    await asyncio.sleep(0.3)
+    for _ in range(30):
+        await clock.advance(3600)
     assert trig.runs == runs0
     await trig.wait_idle(timeout=1)
 

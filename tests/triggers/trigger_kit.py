@@ -16,6 +16,7 @@ from controller.diagnostics import Phase, make
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.resources import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
+from controller.triggers import Clock
 from controller.triggers.reconcile import Engine
 from controller.validation import Pipeline, ValidatedFileSet
 
@@ -159,11 +160,11 @@ class FlakyTarget(RecordingTarget):
 
     failures: int = 0
     attempts: list[float] = field(default_factory=list)
+    clock: Clock = field(default_factory=Clock)
+    """Whose time the attempts are noted in (the trigger's)."""
 
     async def deploy(self, validated: ValidatedFileSet) -> DeployResult:
-        import time
-
-        self.attempts.append(time.monotonic())
+        self.attempts.append(self.clock.now())
         if len(self.attempts) <= self.failures:
             diag = make("E7008", Phase.DEPLOY, "HAProxy exited while starting")
             return DeployResult(
