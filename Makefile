@@ -32,7 +32,7 @@ system-deps:
 # The test bed's control plane (hack/cluster: etcd, kube-apiserver, kube-controller-manager
 # and kubectl of one pinned release), built once into a cache outside the repository.
 cluster-build:
-	@bash hack/cluster/build.sh
+	@bash hack/cluster/build.sh >&2
 
 # Runs it in the foreground: prints `export KUBECONFIG=...` once ready, with our CRD applied;
 # Ctrl-C stops it and removes its data.
