@@ -25,8 +25,8 @@ import yaml
 from aiohttp import web
 
 from controller.cli.local import banner
+from controller.deploy.binary import HAProxyNotFound
 from controller.local.app import LocalApp, LocalOptions
-from controller.local.binary import HAProxyNotFound
 from controller.observability.logging import configure
 from controller.publish import Event, EventKind
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
+from controller.deploy.binary import HAProxyNotFound
 from controller.local.app import LocalApp, LocalOptions
-from controller.local.binary import HAProxyNotFound
 from controller.observability.logging import configure
 
 

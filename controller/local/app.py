@@ -24,26 +24,30 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from controller.deploy import MasterSocketTarget
-from controller.diagnostics import Diagnostic, Location, Phase, make
-from controller.local.binary import find_haproxy
+from controller.deploy import HAProxySupervisor, MasterSocketTarget, find_haproxy
+from controller.diagnostics import Diagnostic, Location
 from controller.local.console import ConsoleSink
 from controller.local.directory import DirectoryAdapter
-from controller.local.supervisor import HAProxySupervisor
 from controller.observability.logging import get_logger
 from controller.observability.metrics import METRICS, Metrics
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
 from controller.spec.loader import parse_config
 from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
-from controller.triggers import Engine, ReconcileTrigger, SpecDecision
+from controller.triggers import (
+    Engine,
+    ReconcileTrigger,
+    SpecDecision,
+    default_engine,
+    spec_rejection,
+)
 
-__all__ = ["LocalApp", "LocalOptions", "default_engine"]
+__all__ = ["LocalApp", "LocalOptions"]
 
 _log = get_logger("controller.local")
 
@@ -70,31 +74,6 @@ class LocalOptions:
     """Where the console report goes (stdout by default)."""
     adapter_options: dict[str, Any] = field(default_factory=dict)
     """Extra DirectoryAdapter arguments (watch debounce, polling) — for tests and benchmarks."""
-
-
-def default_engine(binary: str) -> Callable[[HAProxyTemplateConfigSpec], Engine]:
-    """The production engine: the sandboxed renderer and the full pipeline for ``binary``."""
-
-    def build(spec: HAProxyTemplateConfigSpec) -> Engine:
-        from controller.validation import Pipeline
-        from controller.validation.rules.render import RuledRenderer
-
-        # RuledRenderer is the Renderer plus the spec's inline CEL rules (objects first,
-        # then each output as it renders), the same render path `htc validate` takes.
-        pipeline = Pipeline.from_spec(spec, haproxy_binary=binary)
-        # Once per spec, so no candidate pays for compiling validators or probing the sandbox
-        # (about half a second the first time in a process, milliseconds after).
-        pipeline.warm_up()
-        return Engine(spec, RuledRenderer.from_spec(spec), pipeline, lint=spec_lint)
-
-    return build
-
-
-def spec_lint(spec: HAProxyTemplateConfigSpec) -> Sequence[Diagnostic]:
-    """``htc lint``'s static checks; a new spec with lint errors is refused before it renders."""
-    from controller.validation.lint import lint_spec
-
-    return lint_spec(spec).diagnostics
 
 
 class LocalApp:
@@ -310,21 +289,8 @@ class LocalApp:
         task.add_done_callback(self._tasks.discard)
 
     def _publish_spec_rejection(self, diags: list[Diagnostic]) -> None:
-        running = (
-            "the running configuration stays in place"
-            if self.trigger.engine
-            else ("no configuration is running yet")
-        )
-        head = make("E7010", Phase.SPEC, f"configuration change rejected; {running}")
         self.metrics.spec_changes.labels("rejected").inc()
-        self.publisher.publish(
-            Event(
-                EventKind.SPEC_REJECTED,
-                "config",
-                diagnostics=(head, *diags),
-                message=head.message,
-            )
-        )
+        self.publisher.publish(spec_rejection(diags, running=self.trigger.engine is not None))
 
     def _haproxy_running(self) -> bool:
         return self.supervisor.running()

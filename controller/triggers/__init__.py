@@ -1,6 +1,26 @@
 """Trigger paths: each turns an occasion (a change, a proposal) into one pipeline call."""
 
 from controller.triggers.clock import Clock
-from controller.triggers.reconcile import Engine, EngineFactory, ReconcileTrigger, SpecDecision
+from controller.triggers.engine import (
+    Engine,
+    EngineFactory,
+    default_engine,
+    evaluate,
+    failure_report,
+    spec_lint,
+    spec_rejection,
+)
+from controller.triggers.reconcile import ReconcileTrigger, SpecDecision
 
-__all__ = ["Clock", "Engine", "EngineFactory", "ReconcileTrigger", "SpecDecision"]
+__all__ = [
+    "Clock",
+    "Engine",
+    "EngineFactory",
+    "ReconcileTrigger",
+    "SpecDecision",
+    "default_engine",
+    "evaluate",
+    "failure_report",
+    "spec_lint",
+    "spec_rejection",
+]

@@ -43,16 +43,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.deploy.target import DeployResult, DeployTarget
-from controller.diagnostics import Diagnostic, Phase, RuleId, make
+from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability.logging import bind, get_logger, object_ref
 from controller.observability.metrics import METRICS, Metrics
 from controller.publish.events import Event, EventKind
 from controller.publish.publisher import Publisher
-from controller.render import FileSet, RenderResult
+from controller.render import RenderResult
 from controller.resources.api import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
 from controller.triggers.clock import Clock
-from controller.validation.report import ReportMetadata, ReportStatus, ValidationReport
+from controller.triggers.engine import Engine, EngineFactory, VerdictLike, evaluate, failure_report
+from controller.validation.report import ValidationReport
 from controller.validation.validated import ValidatedFileSet
 
 __all__ = [
@@ -77,36 +78,6 @@ class SnapshotSource(Protocol):
     """The store, as far as the trigger is concerned."""
 
     def snapshot(self) -> StoreView: ...
-
-
-class RendererLike(Protocol):
-    def render(self, view: StoreView) -> RenderResult: ...
-
-
-class VerdictLike(Protocol):
-    @property
-    def report(self) -> ValidationReport: ...
-
-    @property
-    def validated(self) -> ValidatedFileSet | None: ...
-
-
-class CheckerLike(Protocol):
-    async def check(self, render: RenderResult) -> VerdictLike: ...
-
-
-@dataclass(frozen=True)
-class Engine:
-    """A spec and the renderer and pipeline built from it; swapped as one."""
-
-    spec: HAProxyTemplateConfigSpec | None
-    renderer: RendererLike
-    pipeline: CheckerLike
-    lint: Callable[[HAProxyTemplateConfigSpec], Sequence[Diagnostic]] | None = None
-
-
-EngineFactory = Callable[[HAProxyTemplateConfigSpec], Engine]
-"""Builds an engine; raises (ideally with ``.diagnostics``) when the spec cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -134,19 +105,6 @@ class _Pending:
     trigger: str = "change"
     objects: list[str] = field(default_factory=list)
     count: int = 0
-
-
-def failure_report(
-    rule_id: RuleId, phase: Phase, message: str, files: FileSet | None = None
-) -> ValidationReport:
-    """A report for a failure outside the pipeline (a crashing renderer, a broken engine)."""
-    diag = make(rule_id, phase, message)
-    return ValidationReport(
-        valid=False,
-        status=ReportStatus.ERROR,
-        diagnostics=[diag],
-        metadata=ReportMetadata(checksum=files.checksum if files else None),
-    )
 
 
 class ReconcileTrigger:
@@ -415,14 +373,7 @@ class ReconcileTrigger:
     ) -> tuple[RenderResult | None, VerdictLike]:
         self.runs += 1
         self.metrics.reconcile_runs.labels(trigger).inc()
-        try:
-            render = await asyncio.to_thread(engine.renderer.render, view)
-        except Exception as exc:
-            _log.exception("renderer raised")
-            report = failure_report("F0001", Phase.RENDER, f"the renderer raised {exc!r}")
-            return None, _Verdict(report, None)
-        verdict = await engine.pipeline.check(render)
-        return render, verdict
+        return await evaluate(engine, view)
 
     async def _conclude(
         self,
@@ -613,12 +564,6 @@ class ReconcileTrigger:
                 self.metrics.store_objects.labels(name).set(len(view.collection(name)))
         except Exception:
             _log.debug("cannot count objects", exc_info=True)
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    report: ValidationReport
-    validated: ValidatedFileSet | None
 
 
 def _change_ref(change: Any) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 from deploy_helpers import free_port
 
 from controller.deploy.master_socket import MasterSocketTarget
-from controller.local.supervisor import HAProxySupervisor
+from controller.deploy.supervisor import HAProxySupervisor
 from controller.observability.metrics import Metrics
 
 

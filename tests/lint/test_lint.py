@@ -204,7 +204,7 @@ def test_embedded_test_checks_are_warnings() -> None:
 
 def test_the_local_engine_lints_new_specs(haproxy_bin: str) -> None:
     """Reconcile refuses a new spec whose lint has errors; the local engine supplies it."""
-    from controller.local.app import default_engine
+    from controller.triggers import default_engine
 
     bad = spec(
         haproxyConfig={"template": CFG, "validate": {"rules": [{"name": "x", "expression": "("}]}}

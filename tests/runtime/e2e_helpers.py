@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
+from controller.deploy.supervisor import PARENT_DEATH_SIGNAL
 from controller.local.app import LocalApp, LocalOptions
-from controller.local.supervisor import PARENT_DEATH_SIGNAL
 from controller.observability.metrics import Metrics
 
 REPO = Path(__file__).resolve().parents[2]
