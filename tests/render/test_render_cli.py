@@ -39,7 +39,14 @@ def test_renders_the_quickstart_into_the_deploy_layout(tmp_path: Path) -> None:
     )
     assert code == 0, stderr
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert files == ["haproxy.cfg", "maps/hosts.map", "maps/paths.map", "maps/prefixes.map"]
+    assert files == [
+        "files/crt-list",
+        "haproxy.cfg",
+        "maps/hosts.map",
+        "maps/paths.map",
+        "maps/prefixes.map",
+        "maps/regex.map",
+    ]
     assert stdout.splitlines() == [str(out / f) for f in files]
     golden = Path(__file__).parent / "golden" / "quickstart"
     for f in files:
@@ -74,7 +81,7 @@ def test_a_broken_template_exits_1_naming_template_and_line(tmp_path: Path) -> N
     )
     assert code == 1
     first = stderr.splitlines()[0]
-    assert first.startswith("haproxy.cfg:10: E1002 ")
+    assert first.startswith("haproxy.cfg:12: E1002 ")
     assert "mode_typo" in first
     # the maps did render, but a partial file set is never written
     assert f"nothing written to {tmp_path / 'out'}" in stderr

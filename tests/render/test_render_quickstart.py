@@ -353,11 +353,20 @@ def test_an_endpoint_in_two_slices_gets_one_server(haproxy_bin: str, tmp_path: P
 
 @pytest.mark.parametrize(
     ("host", "refused"),
-    [("echo.local", False), ("*.local", True), ("*.echo.local", True), ("a*.local", True)],
+    [
+        ("echo.local", False),
+        ("*.local", False),
+        ("*.echo.local", False),
+        ("a*.local", True),
+        ("*", True),
+        ("*.*.local", True),
+        ("echo.*.local", True),
+    ],
 )
-def test_wildcard_hosts_are_refused_not_silently_unrouted(host: str, refused: bool) -> None:
-    """hosts.map matches whole Host headers, so a wildcard rule would route nothing; the
-    quickstart's inline rule refuses it, naming the Ingress, before anything renders."""
+def test_wildcard_hosts_take_one_leading_label_only(host: str, refused: bool) -> None:
+    """The Ingress spec allows a wildcard only as the whole first label (*.foo.com); the
+    quickstart's inline rule refuses any other '*', naming the Ingress, before anything
+    renders."""
     from controller.validation.rules import RuledRenderer
 
     s = quickstart_spec()
@@ -370,5 +379,8 @@ def test_wildcard_hosts_are_refused_not_silently_unrouted(host: str, refused: bo
     assert bool(failures) is refused and r.ok is not refused
     if refused:
         assert failures[0].object is not None and failures[0].object.name == "wild"
-        assert "wildcard hosts" in failures[0].message
+        assert "leading '*.' label" in failures[0].message
         assert len(r.files) == 0
+    else:
+        hosts = text(r, "maps/hosts.map")
+        assert f"\n{host} default/wild\n" in hosts

@@ -173,7 +173,11 @@ def test_the_quickstart_map_rule_catches_a_missing_backend(isolation: Isolation)
         spec = make_spec(
             cfg=CFG,
             cfg_rules=[backends],
-            maps={"paths.map": {"template": paths}, "prefixes.map": {"template": "a/ be_a\n"}},
+            maps={
+                "paths.map": {"template": paths},
+                "prefixes.map": {"template": "a/ be_a\n"},
+                "regex.map": {"template": "(?i)^r\\.local/x be_b\n"},
+            },
         )
         rs = RuleSet.from_spec(spec)
         assert not rs.diagnostics and rs.deferred

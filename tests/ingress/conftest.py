@@ -1,0 +1,58 @@
+"""Fixtures for the Ingress library's end-to-end tests (see ``ingress_kit``)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ingress_kit import Cluster, Echoes
+
+from controller.local.app import LocalApp, LocalOptions
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    root = Path(tempfile.mkdtemp(prefix="htc-ing-"))
+    e = Echoes()
+    try:
+        yield Cluster(root / "site", e)
+    finally:
+        e.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+Start = Callable[..., Awaitable[io.StringIO]]
+
+
+@pytest.fixture
+async def serve(cluster: Cluster, haproxy_bin: str) -> AsyncIterator[Start]:
+    """``await serve(**extraContext)`` writes the cluster's manifests and runs ``htc local`` on
+    them with ``haproxy_bin`` until the test ends; it returns the console output."""
+    apps: list[LocalApp] = []
+
+    async def start(**extra_context: Any) -> io.StringIO:
+        cluster.write(**extra_context)
+        out = io.StringIO()
+        app = LocalApp(
+            LocalOptions(
+                directory=cluster.root,
+                haproxy=haproxy_bin,
+                work_dir=cluster.root.parent / "run",
+                out=out,
+                status_addr=None,
+                adapter_options={"debounce_ms": 30, "step_ms": 10},
+            )
+        )
+        await app.start()
+        apps.append(app)
+        assert "deployed" in out.getvalue(), out.getvalue()
+        return out
+
+    yield start
+    for app in apps:
+        await app.stop()
