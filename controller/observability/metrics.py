@@ -166,6 +166,40 @@ class Metrics:
             "1 when the latest pipeline verdict was valid, 0 when it was not.",
             registry=r,
         )
+        self.leader = Gauge(
+            f"{PREFIX}_leader",
+            "1 while this replica holds the leader Lease (htc run), else 0.",
+            registry=r,
+        )
+        self.watched_objects = Gauge(
+            f"{PREFIX}_watched_objects",
+            "Objects the watches hold per collection, as they arrive (htc run).",
+            ["collection"],
+            registry=r,
+        )
+        self.watch_starts = Counter(
+            f"{PREFIX}_watch_starts",
+            "Watch sets started (htc run): the first, and one per change of watchedResources.",
+            registry=r,
+        )
+        self.api_errors = Counter(
+            f"{PREFIX}_api_errors",
+            "Failed requests of the controller's own to the API server, by HTTP status code.",
+            ["code"],
+            registry=r,
+        )
+        self.status_writes = Counter(
+            f"{PREFIX}_status_writes",
+            "Writes of the HAProxyTemplateConfig status by result (ok, conflict, error).",
+            ["result"],
+            registry=r,
+        )
+        self.k8s_events = Counter(
+            f"{PREFIX}_kubernetes_events",
+            "Kubernetes Events posted, by type (Normal, Warning) and result (posted, deduplicated, throttled, error).",
+            ["type", "result"],
+            registry=r,
+        )
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -36,11 +36,14 @@ class StatusServer:
         addr: str = "127.0.0.1:0",
         *,
         alive: Callable[[], bool] | None = None,
+        not_ready: Callable[[], str | None] | None = None,
     ) -> None:
         self.board = board
         self.metrics = metrics
         self.alive = alive
         """Whether the HAProxy this controller runs is up; None when it runs elsewhere."""
+        self.not_ready = not_ready
+        """Why the adapter is not ready yet (watches still listing), or None."""
         self.host, self.port = parse_addr(addr)
         self._runner: web.AppRunner | None = None
 
@@ -81,6 +84,9 @@ class StatusServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, _: web.Request) -> web.Response:
+        reason = self.not_ready() if self.not_ready is not None else None
+        if reason:
+            return web.Response(status=503, text=reason + "\n")
         if not self.board.ready:
             return web.Response(status=503, text="no validated configuration deployed yet\n")
         if self.alive is not None and not self.alive():

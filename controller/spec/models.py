@@ -801,7 +801,8 @@ class LastValidated(ApiModel):
     def _fill_short_checksum(cls, data: Any) -> Any:
         # A printer column cannot slice a string, so the short form is stored beside the full one.
         if isinstance(data, dict):
-            key = "shortChecksum" if "shortChecksum" in data else "short_checksum"
+            # The wire name unless the caller used the Python name (both are accepted).
+            key = "short_checksum" if "short_checksum" in data else "shortChecksum"
             full = data.get("checksum")
             if data.get(key) is None and isinstance(full, str):
                 data = {**data, key: full[:SHORT_CHECKSUM_LEN]}
@@ -827,6 +828,19 @@ class DiagnosticsSummary(ApiModel):
     """Distinct rule ids in the latest report (at most 20)."""
 
 
+class LastRejection(ApiModel):
+    """The latest configuration that failed validation (nothing of it was deployed)."""
+
+    checksum: str | None = Field(default=None, pattern=SHA256_HEX_PATTERN)
+    """sha256 of the rejected file set, when it rendered."""
+    at: Timestamp
+    """RFC 3339 time of the verdict."""
+    rule_ids: list[str] = Field(default_factory=list, max_length=20)
+    """Distinct rule ids of its errors (at most 20)."""
+    messages: list[str] = Field(default_factory=list, max_length=5)
+    """Its first error messages (at most 5)."""
+
+
 class HAProxyTemplateConfigStatus(ApiModel):
     """Observed state written by the controller."""
 
@@ -840,6 +854,10 @@ class HAProxyTemplateConfigStatus(ApiModel):
     """The file set that last passed validation."""
     diagnostics_summary: DiagnosticsSummary | None = None
     """Summary of the latest report."""
+    last_rejection: LastRejection | None = None
+    """The latest configuration that failed validation; the last validated one keeps serving."""
+    warnings: list[str] = Field(default_factory=list, max_length=20)
+    """Warnings of the latest valid report (at most 20), as rule id and message."""
 
     @model_validator(mode="after")
     def _one_condition_per_type(self) -> HAProxyTemplateConfigStatus:

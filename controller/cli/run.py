@@ -1,0 +1,126 @@
+"""`htc run`: the controller in a cluster (kopf watches, leader election, status, Events)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from controller.cli.local import CannotStart
+from controller.deploy import HAProxyNotFound
+from controller.observability.logging import configure
+from controller.operator import OperatorApp, OperatorOptions
+
+
+@click.command(name="run")
+@click.option(
+    "--kubeconfig", metavar="PATH", help="Kubeconfig (default: in-cluster, then $KUBECONFIG)."
+)
+@click.option("--namespace", required=True, help="Namespace of the HAProxyTemplateConfig.")
+@click.option("--config", "config", required=True, help="Name of the HAProxyTemplateConfig.")
+@click.option("--haproxy", metavar="BIN", help="haproxy binary to run and validate with.")
+@click.option("--listen", metavar="ADDR", help="Frontend address (sets extraContext.listen).")
+@click.option(
+    "--status-addr",
+    metavar="ADDR",
+    default="127.0.0.1:9180",
+    show_default=True,
+    help="Address of /metrics, /healthz, /readyz and /status; 'off' disables it.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the deployed files and the master socket go (default: a temporary directory).",
+)
+@click.option(
+    "--leader-election/--no-leader-election",
+    default=True,
+    show_default=True,
+    help="Elect one replica (a coordination.k8s.io Lease) to write status and Events.",
+)
+@click.option("--lease-name", default="haproxy-template-controller", show_default=True)
+@click.option("--lease-namespace", help="Namespace of the Lease (default: --namespace).")
+@click.option("--lease-duration", type=float, default=15.0, show_default=True)
+@click.option("--renew-deadline", type=float, default=10.0, show_default=True)
+@click.option("--retry-period", type=float, default=2.0, show_default=True)
+@click.option("--identity", help="This replica's name in the Lease (default: host-pid).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "console"]),
+    default="json",
+    show_default=True,
+)
+@click.option("--log-level", default="info", show_default=True)
+def command(
+    kubeconfig: str | None,
+    namespace: str,
+    config: str,
+    haproxy: str | None,
+    listen: str | None,
+    status_addr: str,
+    work_dir: Path | None,
+    leader_election: bool,
+    lease_name: str,
+    lease_namespace: str | None,
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    identity: str | None,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Watch the HAProxyTemplateConfig NAMESPACE/CONFIG and the resources it names; deploy
+    every validated configuration to a supervised HAProxy; publish status and Events."""
+    configure(fmt=log_format, level=log_level, stream=sys.stderr)  # type: ignore[arg-type]
+    if not renew_deadline < lease_duration:
+        raise CannotStart("--renew-deadline must be shorter than --lease-duration")
+    options = OperatorOptions(
+        namespace=namespace,
+        config=config,
+        kubeconfig=kubeconfig,
+        haproxy=haproxy,
+        listen=listen,
+        status_addr=None if status_addr == "off" else status_addr,
+        work_dir=work_dir,
+        leader_election=leader_election,
+        lease_name=lease_name,
+        lease_namespace=lease_namespace,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
+        retry_period=retry_period,
+        identity=identity,
+    )
+    try:
+        app = OperatorApp(options)
+    except (HAProxyNotFound, ValueError) as exc:
+        raise CannotStart(str(exc)) from None
+    except Exception as exc:  # no usable kubeconfig
+        raise CannotStart(f"cannot reach a cluster: {exc}") from None
+    try:
+        asyncio.run(serve(app))
+    except OSError as exc:
+        raise CannotStart(f"cannot start: {exc}") from None
+
+
+async def serve(app: OperatorApp) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, app.request_stop)
+    try:
+        start = asyncio.create_task(app.start())
+        stop = asyncio.create_task(app.wait_stopped())
+        done, _ = await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if start in done:
+            start.result()
+            click.echo(f"htc run: serving {app.options.namespace}/{app.options.config}")
+            await stop
+        else:
+            start.cancel()
+    finally:
+        await app.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    click.echo("stopped")

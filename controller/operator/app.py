@@ -1,0 +1,458 @@
+"""``htc run``: the controller in a cluster. The wiring, and nothing else::
+
+    kopf watch set (own thread) → store → reconcile trigger → Pipeline → MasterSocketTarget
+                                                          ↘ publisher → status board, /status,
+                                                                       CR status + Events (leader)
+
+Startup: the config is read (retried with back-off while the API server is unreachable or the
+object does not exist yet); a watch set is started for its ``watchedResources``; nothing renders
+until every collection has finished its initial list; then exactly one reconcile runs.
+
+A config change is proposed to the trigger, which adopts it only if it lints, renders with the
+live objects and validates. When its ``watchedResources`` differ, a second watch set fills a
+second store first; the spec is tried on that store, and only if it is adopted does the new
+watch set replace the old one. A change of templates or rules lists nothing again.
+
+Every replica watches, keeps its store warm and deploys its own verdict to its own HAProxy (the
+embedded topology). Only the leader writes status and Events; losing the Lease stops that at
+once, and a new leader reconciles at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from controller.deploy import HAProxySupervisor, MasterSocketTarget, find_haproxy
+from controller.diagnostics import Diagnostic, Phase, make
+from controller.observability.logging import get_logger
+from controller.observability.metrics import METRICS, Metrics
+from controller.operator.kube import KubeConnection, connect
+from controller.operator.leader import LeaderElector, LeaseSettings
+from controller.operator.publication import ClusterPublication
+from controller.operator.watchset import (
+    CONFIG_GROUP,
+    CONFIG_PLURAL,
+    CONFIG_VERSION,
+    Delivery,
+    WatchSet,
+)
+from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
+from controller.resources import Store
+from controller.spec.loader import parse_config
+from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.triggers import ReconcileTrigger, default_engine, spec_rejection
+
+__all__ = ["OperatorApp", "OperatorOptions"]
+
+_log = get_logger("controller.operator")
+
+
+@dataclass
+class OperatorOptions:
+    namespace: str
+    config: str
+    """Name of the HAProxyTemplateConfig in ``namespace``."""
+    kubeconfig: str | None = None
+    haproxy: str | None = None
+    listen: str | None = None
+    """Overrides ``extraContext.listen``."""
+    status_addr: str | None = "127.0.0.1:9180"
+    work_dir: Path | None = None
+    leader_election: bool = True
+    lease_name: str = "haproxy-template-controller"
+    lease_namespace: str | None = None
+    """Namespace of the Lease; the config's namespace when None."""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str | None = None
+    drift_interval: float = 5.0
+    sync_timeout: float = 300.0
+
+
+class OperatorApp:
+    def __init__(self, options: OperatorOptions, *, metrics: Metrics | None = None) -> None:
+        self.options = options
+        self.metrics = metrics or METRICS
+        self.binary = find_haproxy(options.haproxy)
+        self.connection: KubeConnection = connect(options.kubeconfig)
+        self.api = self.connection.api_client()
+        self.identity = options.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.board = StatusBoard()
+        self.cluster = ClusterPublication(
+            self.api, options.namespace, options.config, self.identity, self.metrics
+        )
+        self.publisher = Publisher(metrics=self.metrics, sinks=[self.board, self.cluster])
+        self.server = (
+            StatusServer(
+                self.board,
+                self.metrics,
+                options.status_addr,
+                alive=self._haproxy_running,
+                not_ready=self._not_ready,
+            )
+            if options.status_addr
+            else None
+        )
+        self._own_work_dir = options.work_dir is None
+        self.work_dir = Path(options.work_dir or tempfile.mkdtemp(prefix="htc-run-"))
+        self.deploy_dir = self.work_dir / "config"
+        self.supervisor = HAProxySupervisor(
+            self.binary,
+            self.deploy_dir,
+            self.work_dir / "master.sock",
+            metrics=self.metrics,
+            on_event=self._haproxy_event,
+        )
+        # The embedded topology: this replica's own HAProxy. The fleet topology adds (or
+        # replaces) targets here; the trigger deploys to whatever this list holds.
+        self.targets = [
+            MasterSocketTarget(
+                self.deploy_dir,
+                self.work_dir / "master.sock",
+                process=self.supervisor,
+                metrics=self.metrics,
+            )
+        ]
+        self.store = Store({})
+        self.trigger = ReconcileTrigger(
+            self.store,
+            self.targets,
+            self.publisher,
+            default_engine(self.binary),
+            metrics=self.metrics,
+            drift_interval=options.drift_interval,
+        )
+        self.elector: LeaderElector | None = None
+        if options.leader_election:
+            self.elector = LeaderElector(
+                self.api,
+                LeaseSettings(
+                    namespace=options.lease_namespace or options.namespace,
+                    name=options.lease_name,
+                    lease_duration=options.lease_duration,
+                    renew_deadline=options.renew_deadline,
+                    retry_period=options.retry_period,
+                ),
+                self.identity,
+                on_started=self._lead,
+                on_stopped=self._follow,
+                metrics=self.metrics,
+            )
+        self.watch: WatchSet | None = None
+        self.synced = False
+        self.started = False
+        self._stores: dict[int, Store] = {}
+        self._sets: dict[int, WatchSet] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+        self._running_spec: HAProxyTemplateConfigSpec | None = None
+        self._pending_config: dict[str, Any] | None = None
+        self._seen_generation: int | None = None
+        self._watch_sets = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stop = asyncio.Event()
+        self._stopped = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.server is not None:
+            await self.server.start()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster.start()
+        if self.elector is None:
+            self.cluster.active = True
+        else:
+            self._spawn(self.elector.run())
+        body = await self._read_config()
+        spec = self._spec_of(body)
+        while spec is None:  # a broken first config: say so, wait for the next version
+            body = await self._read_config(changed_from=body)
+            spec = self._spec_of(body)
+        self._note_config(body)
+        self._seen_generation = _generation(body)
+        self.store = Store(spec.watched_resources)
+        self.trigger.source = self.store
+        self.watch = self._start_watch(spec, self.store)
+        await self._wait_synced(self.watch)
+        self.synced = True
+        self._unsubscribe = self.store.subscribe(self.trigger)
+        self._running_spec = spec
+        await self.trigger.start(spec)
+        self.started = True
+        if self._pending_config is not None:
+            pending, self._pending_config = self._pending_config, None
+            self._on_config(pending)
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.elector is not None:
+            await self.elector.release()
+        for task in list(self._tasks):
+            task.cancel()
+        for watch_set in list(self._sets.values()):
+            await watch_set.stop()
+        await self.trigger.stop()
+        await self.cluster.drain(2.0)
+        await self.cluster.stop()
+        await self.supervisor.stop()
+        if self.server is not None:
+            await self.server.stop()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.api.close()  # type: ignore[no-untyped-call]
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stop.wait()
+
+    @property
+    def status_url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    # --- the config -----------------------------------------------------------------------
+
+    async def _read_config(self, changed_from: dict[str, Any] | None = None) -> dict[str, Any]:
+        """GET the config; retried with back-off (1 s doubling to 30 s) while the API server
+        is unreachable or the object is missing, or, with ``changed_from``, until it changes."""
+        objects = client.CustomObjectsApi(self.api)
+        delay = 1.0
+        o = self.options
+        while True:
+            try:
+                body: Any = await asyncio.to_thread(
+                    objects.get_namespaced_custom_object,
+                    CONFIG_GROUP,
+                    CONFIG_VERSION,
+                    o.namespace,
+                    CONFIG_PLURAL,
+                    o.config,
+                )
+                if changed_from is None or _generation(body) != _generation(changed_from):
+                    return dict(body)
+            except client.ApiException as exc:
+                self.metrics.api_errors.labels(str(exc.status)).inc()
+                _log.warning(
+                    "cannot read the HAProxyTemplateConfig; retrying",
+                    config=f"{o.namespace}/{o.config}",
+                    status=exc.status,
+                    reason=exc.reason,
+                    retry_in=delay,
+                )
+            except Exception as exc:  # connection refused, TLS, DNS: the server is not there
+                self.metrics.api_errors.labels("unreachable").inc()
+                _log.warning(
+                    "API server unreachable; retrying", error=str(exc)[:300], retry_in=delay
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    def _spec_of(self, body: dict[str, Any]) -> HAProxyTemplateConfigSpec | None:
+        """The spec with ``--listen`` applied; None (and a published rejection) when it does
+        not parse."""
+        config, diags = parse_config(body, file=f"{self.options.namespace}/{self.options.config}")
+        if config is None:
+            self.metrics.spec_changes.labels("rejected").inc()
+            self.publisher.publish(
+                spec_rejection(list(diags), running=self.trigger.engine is not None)
+            )
+            return None
+        spec = config.spec
+        if self.options.listen is not None:
+            extra = {**spec.extra_context, "listen": self.options.listen}
+            spec = spec.model_copy(update={"extra_context": extra})
+        return spec
+
+    def _note_config(self, body: dict[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        self.cluster.uid = meta.get("uid")
+        if self.cluster.generation is None:
+            self.cluster.generation = _generation(body)
+
+    def _on_config(self, body: dict[str, Any]) -> None:
+        spec = self._spec_of(body)
+        if spec is None or spec == self._running_spec:
+            return
+        generation = _generation(body)
+        if dict(spec.watched_resources) == dict(self.store.watched()):
+            self._spawn(self._propose(spec, generation))
+        else:
+            self._spawn(self._propose_with_new_watches(spec, generation))
+
+    async def _propose(self, spec: HAProxyTemplateConfigSpec, generation: int | None) -> None:
+        def accepted() -> None:
+            self._running_spec = spec
+            self.cluster.generation = generation
+
+        await self.trigger.propose_spec(spec, on_accept=accepted)
+
+    async def _propose_with_new_watches(
+        self, spec: HAProxyTemplateConfigSpec, generation: int | None
+    ) -> None:
+        store = Store(spec.watched_resources)
+        candidate = self._start_watch(spec, store)
+        try:
+            await self._wait_synced(candidate)
+        except TimeoutError:
+            await candidate.stop()
+            self._forget(candidate)
+            diag = make("E7010", Phase.SPEC, "the new watchedResources did not finish listing")
+            self.publisher.publish(spec_rejection([diag], running=True))
+            return
+
+        def swap() -> None:
+            old = self.watch
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            self.store = store
+            self.trigger.source = store
+            self._unsubscribe = store.subscribe(self.trigger)
+            self.watch = candidate
+            self._running_spec = spec
+            self.cluster.generation = generation
+            if old is not None:
+                self._spawn(self._retire(old))
+
+        decision = await self.trigger.propose_spec(spec, view=store.snapshot(), on_accept=swap)
+        if not decision.accepted:
+            await candidate.stop()
+            self._forget(candidate)
+
+    async def _retire(self, watch_set: WatchSet) -> None:
+        await watch_set.stop()
+        self._forget(watch_set)
+
+    # --- watch sets -----------------------------------------------------------------------
+
+    def _start_watch(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
+        self._watch_sets += 1
+        watch_set = WatchSet(
+            self.connection,
+            spec.watched_resources,
+            (self.options.namespace, self.options.config),
+            self._deliver,
+            label=f"w{self._watch_sets}",
+        )
+        self._stores[id(watch_set)] = store
+        self._sets[id(watch_set)] = watch_set
+        self.metrics.watch_starts.inc()
+        watch_set.start()
+        return watch_set
+
+    def _forget(self, watch_set: WatchSet) -> None:
+        self._stores.pop(id(watch_set), None)
+        self._sets.pop(id(watch_set), None)
+
+    async def _wait_synced(self, watch_set: WatchSet) -> None:
+        started = time.monotonic()
+        while not watch_set.synced.is_set():
+            if watch_set.failed is not None:
+                raise RuntimeError(f"the watches stopped: {watch_set.failed!r}")
+            if time.monotonic() - started > self.options.sync_timeout:
+                raise TimeoutError
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch_set.synced.wait(), 5.0)
+            if not watch_set.synced.is_set():
+                _log.info(
+                    "waiting for the initial lists",
+                    watch=watch_set.label,
+                    collections=sorted(watch_set.collections),
+                    waited_s=round(time.monotonic() - started, 1),
+                )
+        _log.info(
+            "watches synced",
+            watch=watch_set.label,
+            seconds=round(time.monotonic() - started, 3),
+            objects={
+                n: len(self._stores[id(watch_set)].collection(n)) for n in watch_set.collections
+            },
+        )
+
+    def _deliver(self, watch_set: WatchSet, item: Delivery) -> None:
+        store = self._stores.get(id(watch_set))
+        if store is None:
+            return  # a retired watch set's last words
+        if item.what == "config":
+            if watch_set is not self.watch:
+                return  # a candidate's config events only mark it synced
+            self._note_config(item.body)
+            generation = _generation(item.body)
+            if generation is not None and generation == self._seen_generation:
+                return  # a status write, a label: the spec did not change
+            if item.event == "DELETED":
+                _log.warning(
+                    "the HAProxyTemplateConfig was deleted; the last good config keeps serving"
+                )
+                return
+            self._seen_generation = generation
+            if not self.started:
+                self._pending_config = item.body
+            else:
+                self._on_config(item.body)
+            return
+        try:
+            if item.what == "apply":
+                store.apply(item.collection, item.body)
+            else:
+                store.delete(item.collection, item.body)
+        except Exception:  # a hostile object must never stop the watches
+            _log.exception("object could not be stored", collection=item.collection)
+            return
+        self.metrics.watched_objects.labels(item.collection).set(
+            len(store.collection(item.collection))
+        )
+
+    # --- leadership -----------------------------------------------------------------------
+
+    def _lead(self) -> None:
+        self.cluster.active = True
+        if self.started:
+            self.trigger.notify(trigger="leader")
+
+    def _follow(self) -> None:
+        self.cluster.active = False
+
+    # --- health ---------------------------------------------------------------------------
+
+    def _not_ready(self) -> str | None:
+        if not self.synced:
+            return "the watches have not finished their initial lists"
+        if self.watch is not None and self.watch.failed is not None:
+            return "the watches stopped"
+        return None
+
+    def _haproxy_running(self) -> bool:
+        return self.supervisor.running()
+
+    def _haproxy_event(self, diag: Diagnostic) -> None:
+        self.publisher.publish(
+            Event(EventKind.RUNTIME, "haproxy", diagnostics=(diag,), message=diag.message)
+        )
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _generation(body: dict[str, Any]) -> int | None:
+    value = (body.get("metadata") or {}).get("generation")
+    return int(value) if isinstance(value, int) else None
