@@ -5,7 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test test-fast lint fmt crd bench clean cluster-build cluster podnet
+.PHONY: install system-deps demo test test-fast lint fmt crd bench clean cluster-build cluster podnet \
+	dataplaneapi-build
 
 $(STAMP): pyproject.toml
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
@@ -38,6 +39,11 @@ cluster-build:
 # Ctrl-C stops it and removes its data.
 cluster: cluster-build
 	@"$$(bash hack/cluster/build.sh)" -apply deploy/crds
+
+# HAProxy Data Plane API v3.2.5 for the fleet tests (hack/dataplaneapi): $DATAPLANEAPI when
+# set, else built once from ../shared/dataplaneapi into the same cache; prints its path.
+dataplaneapi-build:
+	@bash hack/dataplaneapi/build.sh >&2
 
 # The test pod network (root): a bridge on 10.244.0.0/16, held until Ctrl-C.
 podnet: $(STAMP)

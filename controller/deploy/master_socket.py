@@ -19,13 +19,19 @@ is repaired by writing back the last set HAProxy confirmed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 
 from controller.deploy.files import DeployDir
 from controller.deploy.haproxy_log import diagnostics_from_log
 from controller.deploy.master_cli import MasterCli, MasterCliError, ProcTable
-from controller.deploy.target import DeployOutcome, DeployResult, HAProxyProcess
+from controller.deploy.target import (
+    DeployOutcome,
+    DeployResult,
+    HAProxyProcess,
+    MasterSocketDetail,
+)
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability.logging import get_logger
 from controller.observability.metrics import METRICS, Metrics
@@ -112,16 +118,8 @@ class MasterSocketTarget:
                 f"deployed files changed outside the controller: {', '.join(drifted)}; "
                 f"validated set {active.checksum[:12]} written back",
             )
-            return DeployResult(
-                target=result.target,
-                outcome=result.outcome,
-                checksum=result.checksum,
-                active_checksum=result.active_checksum,
-                reloaded=result.reloaded,
-                duration_ms=result.duration_ms,
-                diagnostics=(note, *result.diagnostics),
-                haproxy_log=result.haproxy_log,
-                drift=drifted,
+            return dataclasses.replace(
+                result, diagnostics=(note, *result.diagnostics), drift=drifted
             )
 
     # --- the sequence ---------------------------------------------------------------------
@@ -322,5 +320,6 @@ class MasterSocketTarget:
             reloaded=reloaded,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
             diagnostics=tuple(diagnostics or ()),
-            haproxy_log=log,
+            detail=MasterSocketDetail(haproxy_log=log),
+            finished_at=time.time(),
         )

@@ -8,6 +8,7 @@ tests can assert on it without scraping logs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -15,7 +16,15 @@ from typing import Protocol
 from controller.diagnostics import Diagnostic
 from controller.validation.validated import ValidatedFileSet
 
-__all__ = ["DeployOutcome", "DeployResult", "DeployTarget", "HAProxyProcess", "StartResult"]
+__all__ = [
+    "DeployDetail",
+    "DeployOutcome",
+    "DeployResult",
+    "DeployTarget",
+    "HAProxyProcess",
+    "MasterSocketDetail",
+    "StartResult",
+]
 
 
 class DeployOutcome(StrEnum):
@@ -29,8 +38,39 @@ class DeployOutcome(StrEnum):
     """The set is not running and the previous one could not be confirmed either."""
 
 
+class DeployDetail(Protocol):
+    """What only one kind of target can say about an attempt (HAProxy's log, an API version).
+
+    The core of :class:`DeployResult` is what every target reports and every consumer reads;
+    the detail is for people and for status pages, so it only has to turn itself into data.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    def to_dict(self) -> Mapping[str, object]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MasterSocketDetail:
+    """A deploy directory reloaded through the master CLI."""
+
+    haproxy_log: str = ""
+    """HAProxy's own output about the reload or start (its startup log)."""
+    kind: str = "masterSocket"
+
+    def to_dict(self) -> Mapping[str, object]:
+        return {"haproxyLog": self.haproxy_log}
+
+
 @dataclass(frozen=True, slots=True)
 class DeployResult:
+    """One attempt on one target: a generic core, and the target's own detail.
+
+    The fields up to ``diagnostics`` are positional so that tests and fakes can build a
+    result in one line; everything a particular kind of target adds lives in ``detail``.
+    """
+
     target: str
     outcome: DeployOutcome
     checksum: str
@@ -40,14 +80,20 @@ class DeployResult:
     reloaded: bool = False
     duration_ms: float = 0.0
     diagnostics: tuple[Diagnostic, ...] = ()
-    haproxy_log: str = ""
-    """HAProxy's own output about the reload or start (its startup log)."""
     drift: tuple[str, ...] = field(default_factory=tuple)
-    """Paths found changed on disk when this deploy repaired drift."""
+    """Paths found changed on the target when this deploy repaired drift."""
+    detail: DeployDetail | None = None
+    finished_at: float = 0.0
+    """Wall-clock time (``time.time()``) the attempt ended; 0 when the target did not say."""
 
     @property
     def ok(self) -> bool:
         return self.outcome in (DeployOutcome.DEPLOYED, DeployOutcome.UNCHANGED)
+
+    @property
+    def haproxy_log(self) -> str:
+        """HAProxy's output about this attempt, when the target saw it."""
+        return str(getattr(self.detail, "haproxy_log", "") or "")
 
 
 class DeployTarget(Protocol):

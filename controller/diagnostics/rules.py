@@ -910,6 +910,23 @@ _DEPLOY: dict[str, Rule] = _rules(
         "Report this as a bug; nothing outside the pipeline may build or alter a validated "
         "file set.",
     ),
+    (
+        "E7013",
+        "Dataplane API request failed",
+        "A HAProxy Data Plane API did not answer, refused a request, or reported a reload as "
+        "failed or unfinished, so the file set could not be deployed to that HAProxy.",
+        "Check that the pod's dataplaneapi runs and is reachable on its port, the credentials "
+        "and CA bundle, and the message quoted here; the set is tried again.",
+    ),
+    (
+        "F7014",
+        "Dataplane API altered the configuration",
+        "The Data Plane API stores a configuration by parsing and re-writing it; what it "
+        "stored differs from the validated bytes in more than layout (a line changed, went "
+        "missing or was added), so it was withdrawn before any reload.",
+        "Report the lines named here; until the API keeps them, use the master-socket "
+        "topology for this configuration.",
+    ),
 )
 
 # --- 8xxx spec, lint, input files ------------------------------------------------------------
