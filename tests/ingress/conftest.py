@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ingress_kit import Cluster, Echoes
+from ingress_kit import Cluster, Echoes, Start
 
 from controller.local.app import LocalApp, LocalOptions
 
@@ -24,9 +24,6 @@ def cluster() -> Iterator[Cluster]:
     finally:
         e.close()
         shutil.rmtree(root, ignore_errors=True)
-
-
-Start = Callable[..., Awaitable[io.StringIO]]
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import Start
-from ingress_kit import Cluster, Reply, ingress, ingress_class, rule, self_signed
+from ingress_kit import Cluster, Reply, Start, ingress, ingress_class, rule, self_signed
 
 NGINX = "nginx.ingress.kubernetes.io/"
 

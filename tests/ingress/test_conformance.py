@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from conftest import Start
-from ingress_kit import Cluster, Reply, backend, ingress, ingress_class, rule, self_signed
+from ingress_kit import Cluster, Reply, Start, backend, ingress, ingress_class, rule, self_signed
 
 
 def check(
