@@ -82,7 +82,7 @@ class DataplaneDetail:
             "url": self.url,
             "version": self.version,
             "reloadId": self.reload_id,
-            "haproxyLog": self.haproxy_log,
+            "haproxyLog": self.haproxy_log[-4000:],
             "conflicts": self.conflicts,
         }
 

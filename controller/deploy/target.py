@@ -38,6 +38,10 @@ class DeployOutcome(StrEnum):
     """The set is not running and the previous one could not be confirmed either."""
 
 
+_LOG_LIMIT = 4000
+"""Characters of HAProxy's log a status page shows (the end, where the outcome is)."""
+
+
 class DeployDetail(Protocol):
     """What only one kind of target can say about an attempt (HAProxy's log, an API version).
 
@@ -60,7 +64,7 @@ class MasterSocketDetail:
     kind: str = "masterSocket"
 
     def to_dict(self) -> Mapping[str, object]:
-        return {"haproxyLog": self.haproxy_log}
+        return {"haproxyLog": self.haproxy_log[-_LOG_LIMIT:]}
 
 
 @dataclass(frozen=True, slots=True)

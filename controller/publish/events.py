@@ -9,7 +9,7 @@ a valid verdict" is not expressible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -26,6 +26,13 @@ __all__ = ["DeployResult", "Event", "EventKind", "now_rfc3339"]
 class _Outcome(Protocol):
     @property
     def value(self) -> str: ...
+
+
+class _Detail(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    def to_dict(self) -> Mapping[str, object]: ...
 
 
 class DeployResult(Protocol):
@@ -49,6 +56,8 @@ class DeployResult(Protocol):
     def diagnostics(self) -> tuple[Diagnostic, ...]: ...
     @property
     def drift(self) -> tuple[str, ...]: ...
+    @property
+    def detail(self) -> _Detail | None: ...
     @property
     def ok(self) -> bool: ...
 

@@ -89,6 +89,10 @@ class StatusBoard:
                         "reloaded": r.reloaded,
                         "durationMs": r.duration_ms,
                         "diagnostics": [_diag(d) for d in r.diagnostics[:_MAX_DIAGNOSTICS]],
+                        # Target-specific: HAProxy's log, an API version, a fleet's pods.
+                        "detail": (
+                            {"kind": r.detail.kind, **r.detail.to_dict()} if r.detail else None
+                        ),
                     }
                     for r in event.results
                 ],

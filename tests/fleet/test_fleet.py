@@ -12,8 +12,10 @@ import time
 
 import pytest
 from conftest import PodFactory, target_for
-from fleet_helpers import config_set, validated
+from dataplane_kit import PASSWORD, USER
+from fleet_helpers import config_set, eventually, validated
 
+from controller.deploy.dataplane_client import DataplaneClient
 from controller.deploy.fleet import Fleet, FleetDetail
 from controller.deploy.target import DeployOutcome
 
@@ -84,5 +86,23 @@ async def test_pods_join_with_the_current_set_and_leave(fleet_pods: PodFactory) 
         assert isinstance(result.detail, FleetDetail)
         assert [r.target for r in result.detail.members] == [a.name]
         assert (a.get(), b.get()) == ("next", "current")
+
+        # Drift on one pod: the fleet repairs it with the last validated set.
+        assert await fleet.check_drift() is None
+        (a.base / "maps").joinpath("stray.map").write_bytes(b"ignored\n")  # not ours: no drift
+        other = DataplaneClient(a.url, USER, PASSWORD)
+        try:
+            version, _ = await other.raw()
+            assert version is not None
+            hand = config_set("", 8080, "by hand").main
+            assert hand is not None
+            await other.push_raw(hand.content, version, skip_reload=False)
+        finally:
+            await other.close()
+        assert await eventually(a.get, "by hand") == "by hand"
+        repaired = await fleet.check_drift()
+        assert repaired is not None and repaired.drift == (f"{a.name}:haproxy.cfg",)
+        assert repaired.diagnostics[0].rule_id == "W7007"
+        assert a.get() == "next"
     finally:
         await fleet.close()

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 import structlog
 
-from controller.deploy.target import DeployOutcome, DeployResult
+from controller.deploy.target import DeployOutcome, DeployResult, MasterSocketDetail
 from controller.diagnostics import Phase, make
 from controller.observability.metrics import Metrics
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer, parse_addr
@@ -78,12 +78,17 @@ async def test_ready_only_after_a_confirmed_deploy(served, tmp_path: Path) -> No
         good.validated.checksum,
         good.validated.checksum,
         reloaded=True,
+        detail=MasterSocketDetail(haproxy_log="Loading success."),
     )
     publisher.publish(Event.deployed("change", good.validated, [done]))
     assert await fetch(http, server.url + "/readyz") == (200, "ready\n")
     status = json.loads((await fetch(http, server.url + "/status"))[1])
     assert status["running"]["checksum"] == good.validated.checksum
     assert status["lastDeploy"]["targets"][0]["outcome"] == "deployed"
+    assert status["lastDeploy"]["targets"][0]["detail"] == {
+        "kind": "masterSocket",
+        "haproxyLog": "Loading success.",
+    }
     assert [e["kind"] for e in status["events"]] == ["rejected", "deploy_failed", "deployed"]
     assert status["events"][1]["ruleIds"] == ["E7001"]
     on_disk = json.loads((tmp_path / "status.json").read_text())
