@@ -105,7 +105,7 @@ func supervise() error {
 	// address no test pod holds: a ClusterIP can never send traffic off this machine.
 	flag.StringVar(&o.serviceCIDR, "service-cidr", "10.244.240.0/20", "Service ClusterIP range")
 	flag.StringVar(&o.controllers, "controllers",
-		"namespace,garbagecollector,serviceaccount,serviceaccount-token",
+		"namespace,garbagecollector,serviceaccount,serviceaccount-token,clusterrole-aggregation,root-ca-cert-publisher",
 		"kube-controller-manager controllers to run; empty runs none")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 90*time.Second, "how long to wait for /readyz")
 	flag.BoolVar(&o.verbose, "v", false, "copy the components' logs to stderr (default: files in the data directory)")
@@ -170,6 +170,10 @@ func (c *cluster) run(signals <-chan os.Signal) error {
 	}
 	kubeconfig := c.path("kubeconfig")
 	if err := c.writeKubeconfig(kubeconfig, server); err != nil {
+		return err
+	}
+	policy := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"
+	if err := os.WriteFile(c.path("audit-policy.yaml"), []byte(policy), 0o600); err != nil {
 		return err
 	}
 	if err := c.startEtcd(etcdClient, etcdPeer); err != nil {
@@ -298,6 +302,12 @@ func (c *cluster) apiserverArgs(etcdPort, apiPort int) []string {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// Every request at Metadata level (who, verb, resource, code): tests compare the API
+		// calls a component really makes with the RBAC rules it ships.
+		"--audit-policy-file=" + c.path("audit-policy.yaml"),
+		"--audit-log-path=" + c.path("audit.log"),
+		"--audit-log-format=json",
+		"--audit-log-mode=blocking",
 	}
 }
 

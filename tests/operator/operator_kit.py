@@ -148,7 +148,7 @@ class Run:
                 any(line.startswith("htc run: serving") for line in self.lines)
                 or self.proc.poll() is not None
             ),
-            "htc run to start",
+            "htc run to start:\n" + "".join(self.errors[-30:]),
             timeout,
         )
         assert self.proc.poll() is None, "htc run exited:\n" + "".join(self.errors[-40:])
