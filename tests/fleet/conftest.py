@@ -11,11 +11,15 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
 
 import pytest
-from dataplane_kit import PASSWORD, USER, HAProxyPod, dataplaneapi_binary, why_no_dataplaneapi
+from dataplane_kit import (
+    HAProxyPod,
+    PodFactory,
+    dataplaneapi_binary,
+    target_for,
+    why_no_dataplaneapi,
+)
 
 from controller.deploy.dataplane import DataplaneTarget
-from controller.deploy.dataplane_client import DataplaneClient
-from controller.observability.metrics import Metrics
 from controller.testbed.fixtures import unavailable
 from controller.testbed.podnet import PodNetwork
 
@@ -26,9 +30,6 @@ def dataplaneapi_bin() -> str:
     if path is None:
         unavailable(why_no_dataplaneapi())
     return path
-
-
-PodFactory = Callable[..., HAProxyPod]
 
 
 @pytest.fixture
@@ -60,11 +61,6 @@ def fleet_pods(
             )
 
         yield make
-
-
-def target_for(pod: HAProxyPod, metrics: Metrics | None = None, **kw: object) -> DataplaneTarget:
-    client = DataplaneClient(pod.url, USER, PASSWORD, timeout=5.0)
-    return DataplaneTarget(pod.name, client, metrics=metrics or Metrics(), **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture

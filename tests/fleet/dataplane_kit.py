@@ -24,16 +24,24 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from fleet_helpers import CONFIG
 
+from controller.deploy.dataplane import DataplaneTarget
+from controller.deploy.dataplane_client import DataplaneClient
+from controller.observability.metrics import Metrics
 from controller.testbed.podnet import Pod
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "hack" / "dataplaneapi" / "build.sh"
 RELOAD_26 = REPO / "hack" / "dataplaneapi" / "haproxy-reload.sh"
 USER, PASSWORD = "admin", "test-password"
+
+
+PodFactory = Callable[..., "HAProxyPod"]
+"""The fixtures' factory: keyword arguments of :class:`HAProxyPod` → a started pod."""
 
 
 def free_port() -> int:
@@ -305,3 +313,19 @@ def site_pem(directory: Path, host: str = "127.0.0.1") -> bytes:
     """A certificate and its key in one PEM, as HAProxy's ``crt`` reads it."""
     cert, key, _ = self_signed(directory, host)
     return cert.read_bytes() + key.read_bytes()
+
+
+async def second_writer(pod: HAProxyPod, text: bytes | None = None, *, reload: bool) -> None:
+    """Another client writes the pod's configuration (``text``, or what is stored again)."""
+    other = DataplaneClient(pod.url, USER, PASSWORD)
+    try:
+        version, stored = await other.raw()
+        assert version is not None
+        await other.push_raw(text or stored.encode(), version, skip_reload=not reload)
+    finally:
+        await other.close()
+
+
+def target_for(pod: HAProxyPod, metrics: Metrics | None = None, **kw: object) -> DataplaneTarget:
+    client = DataplaneClient(pod.url, USER, PASSWORD, timeout=5.0)
+    return DataplaneTarget(pod.name, client, metrics=metrics or Metrics(), **kw)  # type: ignore[arg-type]

@@ -6,8 +6,16 @@ import socket
 import ssl
 from pathlib import Path
 
-from conftest import PodFactory
-from dataplane_kit import PASSWORD, USER, HAProxyPod, free_port, self_signed, site_pem
+from dataplane_kit import (
+    PASSWORD,
+    USER,
+    HAProxyPod,
+    PodFactory,
+    free_port,
+    second_writer,
+    self_signed,
+    site_pem,
+)
 from fleet_helpers import config_set, eventually, validated
 
 from controller.deploy.dataplane import DataplaneDetail, DataplaneTarget
@@ -61,13 +69,7 @@ async def test_a_version_conflict_is_read_again_and_retried(
 ) -> None:
     pod, target = one
     assert (await target.deploy(await validated(config_set(pod.addr, pod.port, "a")))).ok
-    other = DataplaneClient(pod.url, USER, PASSWORD)
-    try:
-        version, text = await other.raw()
-        assert version is not None
-        await other.push_raw(text.encode(), version, skip_reload=True)  # the second writer
-    finally:
-        await other.close()
+    await second_writer(pod, reload=False)
     v2 = await validated(config_set(pod.addr, pod.port, "b"))
     result = await target.deploy(v2)
     assert result.outcome is DeployOutcome.DEPLOYED, result.diagnostics
@@ -145,15 +147,9 @@ async def test_drift_redeploys_the_last_validated_set(
     assert (await target.deploy(good)).ok
     assert await target.check_drift() is None
     (pod.base / "maps" / "a.map").write_bytes(b"k edited\n")
-    other = DataplaneClient(pod.url, USER, PASSWORD)
-    try:
-        version, _ = await other.raw()
-        assert version is not None
-        edited = config_set(pod.addr, pod.port, "edited by hand").main
-        assert edited is not None
-        await other.push_raw(edited.content, version, skip_reload=False)
-    finally:
-        await other.close()
+    edited = config_set(pod.addr, pod.port, "edited by hand").main
+    assert edited is not None
+    await second_writer(pod, edited.content, reload=True)
     assert await eventually(pod.get, "edited by hand") == "edited by hand"
     result = await target.check_drift()
     assert result is not None and result.outcome is DeployOutcome.DEPLOYED

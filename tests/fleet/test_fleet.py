@@ -11,11 +11,9 @@ import asyncio
 import time
 
 import pytest
-from conftest import PodFactory, target_for
-from dataplane_kit import PASSWORD, USER
+from dataplane_kit import PodFactory, second_writer, target_for
 from fleet_helpers import config_set, eventually, validated
 
-from controller.deploy.dataplane_client import DataplaneClient
 from controller.deploy.fleet import Fleet, FleetDetail
 from controller.deploy.target import DeployOutcome
 
@@ -90,15 +88,9 @@ async def test_pods_join_with_the_current_set_and_leave(fleet_pods: PodFactory) 
         # Drift on one pod: the fleet repairs it with the last validated set.
         assert await fleet.check_drift() is None
         (a.base / "maps").joinpath("stray.map").write_bytes(b"ignored\n")  # not ours: no drift
-        other = DataplaneClient(a.url, USER, PASSWORD)
-        try:
-            version, _ = await other.raw()
-            assert version is not None
-            hand = config_set("", 8080, "by hand").main
-            assert hand is not None
-            await other.push_raw(hand.content, version, skip_reload=False)
-        finally:
-            await other.close()
+        hand = config_set("", 8080, "by hand").main
+        assert hand is not None
+        await second_writer(a, hand.content, reload=True)
         assert await eventually(a.get, "by hand") == "by hand"
         repaired = await fleet.check_drift()
         assert repaired is not None and repaired.drift == (f"{a.name}:haproxy.cfg",)

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from conftest import PodFactory, target_for
-from dataplane_kit import free_port
+from dataplane_kit import PodFactory, free_port, target_for
 from fleet_helpers import config_set, validated
 from request_loop import LoopCounts, request_loop
 
