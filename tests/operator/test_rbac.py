@@ -129,9 +129,10 @@ def test_htc_run_works_with_only_the_shipped_rbac(
     made = {c["call"] for c in calls}
     granted = rbac_rules()
     # Read grants for kinds this config does not watch are for other configs: not checked.
-    watched = {w["kind"].lower() + "s" for w in config_doc(kube.name, 0)["spec"]["watchedResources"].values()}
-    unused = sorted(
-        g for g in granted - made if g[2] not in ("list", "watch") or g[1] in watched
-    )
+    watched = {
+        w["kind"].lower() + "s"
+        for w in config_doc(kube.name, 0)["spec"]["watchedResources"].values()
+    }
+    unused = sorted(g for g in granted - made if g[2] not in ("list", "watch") or g[1] in watched)
     assert not unused, f"rbac.yaml grants what htc run never uses: {unused}"
     assert made <= granted, f"calls outside the rules: {sorted(made - granted)}"
