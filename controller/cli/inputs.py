@@ -24,9 +24,8 @@ from controller.render import (
     FileKind,
     FileSet,
     RenderResult,
-    path_for,
 )
-from controller.render.fileset import KIND_DIRS
+from controller.render.fileset import KIND_DIRS, check_name
 from controller.resources import (
     InvalidObject,
     Manifest,
@@ -250,37 +249,85 @@ def _read(path: Path) -> bytes:
         raise InputError([_unreadable(path, f"cannot read: {exc.strerror or exc}")]) from None
 
 
-def load_raw(config: Path, aux: Path | None = None) -> RenderResult:
-    """A hand-written file set: ``config`` becomes haproxy.cfg, and ``aux``'s ``maps/``,
-    ``certs/`` and ``files/`` sub-directories become the auxiliary files of the same names.
+#: Extensions of certificate material: PEM files, keys, and the siblings HAProxy loads next
+#: to a certificate (``.key``, ``.ocsp``, ``.issuer``, ``.sctl``) or in a multi-certificate
+#: bundle (``site.pem.rsa``, ``.ecdsa``, ``.dsa``).
+_CERT_SUFFIXES = frozenset(
+    {
+        ".pem",
+        ".crt",
+        ".cer",
+        ".der",
+        ".key",
+        ".ocsp",
+        ".issuer",
+        ".sctl",
+        ".rsa",
+        ".ecdsa",
+        ".dsa",
+        ".crl",
+    }
+)
+_KIND_OF_DIR = {sub: kind for kind, sub in KIND_DIRS.items()}
 
-    Other entries of ``aux`` are ignored (it is often the directory holding the config);
-    nested directories inside ``maps/`` etc. are refused, as the deploy layout is flat.
+
+def aux_kind(relative: str) -> FileKind:
+    """The kind of an auxiliary file from its place: under ``maps/``, ``certs/`` or
+    ``files/`` the folder says; elsewhere the extension (``.map`` a map, certificate
+    material a cert, anything else a general file)."""
+    top, sep, _ = relative.partition("/")
+    if sep and top in _KIND_OF_DIR:
+        return _KIND_OF_DIR[top]
+    name = relative.rsplit("/", 1)[-1]
+    suffix = name[name.rfind(".") :].lower() if "." in name else ""
+    if suffix == ".map":
+        return FileKind.MAP
+    if suffix in _CERT_SUFFIXES:
+        return FileKind.CERT
+    return FileKind.FILE
+
+
+def load_raw(config: Path, aux: Path | None = None) -> RenderResult:
+    """A hand-written file set: ``config`` becomes haproxy.cfg, and every file under ``aux``
+    joins it at its path relative to ``aux`` (``errors/503.http``, ``certs/site.pem.rsa``),
+    whatever the folder layout, with its kind inferred by :func:`aux_kind`.
+
+    Hidden files and folders are skipped, and so is ``config`` itself when it lies inside
+    ``aux`` (often the directory holding it). A path component that could not name a deployed
+    file (see ``check_name``) is refused, as is anything but a plain file or folder.
     """
     entries = [FileEntry(MAIN_CONFIG, FileKind.CONFIG, _read(config))]
     if aux is not None:
         if not aux.is_dir():
             raise InputError([_unreadable(aux, "not a directory")])
         problems: list[Diagnostic] = []
-        for kind, sub in KIND_DIRS.items():
-            folder = aux / sub
-            if not folder.is_dir():
+        skip = config.resolve()
+        for item in _walk(aux, problems):
+            relative = item.relative_to(aux).as_posix()
+            if relative == MAIN_CONFIG or item.resolve() == skip:
                 continue
-            for item in sorted(folder.iterdir()):
-                if item.name.startswith("."):
-                    continue
-                if not item.is_file():
-                    problems.append(_unreadable(item, f"only plain files are allowed in {sub}/"))
-                    continue
-                try:
-                    path = path_for(kind, item.name)
-                except ValueError as exc:
-                    problems.append(_unreadable(item, str(exc)))
-                    continue
-                entries.append(FileEntry(path, kind, _read(item)))
+            try:
+                for part in relative.split("/"):
+                    check_name(part)
+            except ValueError as exc:
+                problems.append(_unreadable(item, str(exc)))
+                continue
+            entries.append(FileEntry(relative, aux_kind(relative), _read(item)))
         if problems:
             raise InputError(problems)
     return RenderResult(files=FileSet.of(entries))
+
+
+def _walk(folder: Path, problems: list[Diagnostic]) -> Iterable[Path]:
+    for item in sorted(folder.iterdir()):
+        if item.name.startswith("."):
+            continue
+        if item.is_dir():
+            yield from _walk(item, problems)
+        elif item.is_file():
+            yield item
+        else:
+            problems.append(_unreadable(item, "neither a plain file nor a folder"))
 
 
 def echo_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None = None) -> None:

@@ -81,7 +81,8 @@ def input_error_report(diagnostics: Sequence[Diagnostic]) -> ValidationReport:
 @click.option(
     "--aux",
     type=click.Path(path_type=Path, file_okay=False),
-    help="With --raw: directory whose maps/, certs/ and files/ join the file set.",
+    help="With --raw: directory whose files all join the file set at their relative paths "
+    "(kind from maps/, certs/, files/ or the extension).",
 )
 @click.option(
     "--settings",

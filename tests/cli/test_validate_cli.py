@@ -191,9 +191,10 @@ def test_unreadable_input_is_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2
     assert "E8002" in r.stderr
     (tmp_path / "maps").mkdir()
-    (tmp_path / "maps" / "nested").mkdir()
+    (tmp_path / "maps" / "not deployable.map").write_text("a b\n")  # a name no file can take
     cfg = write(tmp_path, "haproxy.cfg", GOOD)
-    assert invoke("--raw", str(cfg), "--aux", str(tmp_path)).exit_code == 2
+    r = invoke("--raw", str(cfg), "--aux", str(tmp_path))
+    assert r.exit_code == 2 and "not deployable.map" in r.stderr
 
 
 def test_missing_binary_is_exit_2(tmp_path: Path) -> None:

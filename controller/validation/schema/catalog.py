@@ -144,6 +144,9 @@ class Family:
     option_tables: Mapping[str, Mapping[str, OptionEntry]]
     source: str = ""
     data_hash: str = field(default="", compare=False)
+    timer_trailing_error: bool = False
+    """Characters after a timer's unit (``inter 1s[``) are an error, not HAProxy's warning
+    (setting ``timerTrailingCharacters``: ``warn`` or ``error``)."""
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -320,7 +323,19 @@ def _build(name: str, raw: Mapping[str, Any], base: str, source: str) -> Family:
                 deprecated=Lifecycle.of(spec.get("deprecated")),
                 removed=Lifecycle.of(spec.get("removed")),
             )
-    return Family(name, sections, keywords, heads, tables, source, data_hash())
+    trailing = raw["settings"].get("timerTrailingCharacters", "warn")
+    if trailing not in ("warn", "error"):
+        raise CatalogError(f"{name}: timerTrailingCharacters must be 'warn' or 'error'")
+    return Family(
+        name,
+        sections,
+        keywords,
+        heads,
+        tables,
+        source,
+        data_hash(),
+        timer_trailing_error=trailing == "error",
+    )
 
 
 @cache

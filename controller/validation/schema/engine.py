@@ -481,7 +481,15 @@ class SchemaEngine:
                 )
             )
         table = self.family.option_tables.get(spec.options) if spec.options else None
-        norm = normalize(d, spec, consumed, prefix, table, env=env)
+        norm = normalize(
+            d,
+            spec,
+            consumed,
+            prefix,
+            table,
+            env=env,
+            timer_trailing_error=self.family.timer_trailing_error,
+        )
         blocking = False
         for issue in norm.issues:
             out.append(_from_issue(index, issue))

@@ -23,9 +23,24 @@ MAX_TIME_MS = 2147483647
 
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _TIME_RE = re.compile(r"^(\d+)(us|ms|s|m|h|d)?$")
+_TIME_TRAILING_RE = re.compile(r"^(\d+(?:us|ms|s|m|h|d))(.+)$", re.DOTALL)
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _SIZE_RE = re.compile(r"^(\d+)([kKmMgG])?$")
 _SIZE_MULT = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def timer_trailing(word: str) -> tuple[str, str] | None:
+    """``("1s", "[")`` for ``1s[``: a timer with a unit, then characters HAProxy ignores.
+
+    HAProxy's ``parse_time_err`` reads digits and a unit, then only *warns* about anything
+    after the unit ("will be reported as an error in next versions", 2.6 to 3.0, verified
+    against the 2.6 and 2.8 binaries); characters right after the digits are an error.
+    None for every other word.
+    """
+    if _TIME_RE.match(word):
+        return None
+    m = _TIME_TRAILING_RE.match(word)
+    return (m.group(1), m.group(2)) if m else None
 
 
 class GrammarError(ValueError):
@@ -53,7 +68,11 @@ def _time_converter(default_unit: str) -> Callable[[str], Any]:
     def convert(word: str) -> Any:
         m = _TIME_RE.match(word)
         if not m:
-            return word
+            trailing = timer_trailing(word)
+            if trailing is None:
+                return word
+            m = _TIME_RE.match(trailing[0])
+            assert m is not None
         value = int(m.group(1)) * (_TIME_UNITS_MS[m.group(2)] if m.group(2) else factor)
         return int(value) if float(value).is_integer() else value
 

@@ -21,6 +21,7 @@ from typing import Any
 from controller.diagnostics import RuleId
 from controller.validation.parsed import Directive
 from controller.validation.schema.catalog import KeywordSpec, OptionEntry
+from controller.validation.schema.grammar import ValueType, timer_trailing
 
 Path = tuple[str | int, ...]
 
@@ -65,10 +66,13 @@ def normalize(
     options: Mapping[str, OptionEntry] | None,
     *,
     env: bool | None = None,
+    timer_trailing_error: bool = False,
 ) -> Normalized:
     """Build the instance of ``directive`` (whose first ``consumed`` tokens name ``spec``).
 
     ``env`` says whether any word holds an environment expansion, when the caller knows.
+    ``timer_trailing_error`` says the family refuses characters after a timer's unit
+    (``inter 1s[``); otherwise they are a warning, as in the HAProxy versions that load them.
     """
     tokens = directive.tokens
     values = [t.value for t in tokens]
@@ -106,9 +110,12 @@ def normalize(
             break
         out.instance[arg.name] = arg.type.convert(values[pos])
         out.spans[(arg.name,)] = (pos, pos)
+        if arg.type.kind == "time":
+            label = f"'{spec.key}' argument <{arg.name}>"
+            _timer(label, values[pos], pos, arg.type, out, error=timer_trailing_error)
         pos += 1
     if options is not None and pos < end:
-        _options(directive, values, pos, end, options, out)
+        _options(directive, values, pos, end, options, out, timer_trailing_error)
         pos = end
     if pos < end:
         out.instance["_extra"] = values[pos:end]
@@ -123,6 +130,7 @@ def _options(
     end: int,
     table: Mapping[str, OptionEntry],
     out: Normalized,
+    timer_trailing_error: bool = False,
 ) -> None:
     opts: dict[str, Any] = {}
     out.instance["options"] = opts
@@ -187,6 +195,9 @@ def _options(
             )
             return
         value = spec.type.convert(values[pos + 1])
+        if spec.type.kind == "time":
+            label = f"'{directive.keyword}' option '{name}'"
+            _timer(label, values[pos + 1], pos + 1, spec.type, out, error=timer_trailing_error)
         if spec.repeat:
             bucket = opts.setdefault(name, [])
             out.spans[("options", name, len(bucket))] = (pos, pos + 1)
@@ -196,6 +207,44 @@ def _options(
             opts[name] = value
             out.spans[("options", name)] = (pos, pos + 1)
         pos += 2
+
+
+def _timer(
+    label: str,
+    word: str,
+    pos: int,
+    vtype: ValueType,
+    out: Normalized,
+    *,
+    error: bool,
+) -> None:
+    """Characters after a timer's unit: HAProxy 2.6 to 3.0 load ``1s[`` as ``1s`` and warn."""
+    trailing = timer_trailing(word)
+    if trailing is None:
+        return
+    timer, rest = trailing
+    if error:
+        out.issues.append(
+            Issue(
+                "E3004",
+                f"{label} must be {vtype.hint} (got '{word}')",
+                pos,
+                pos,
+                f"write '{timer}'",
+            )
+        )
+        return
+    out.issues.append(
+        Issue(
+            "W3017",
+            f"{label}: unexpected character '{rest[0]}' after the timer "
+            f"value '{word}' (HAProxy loads it as {timer} and warns; a later version will "
+            "refuse it)",
+            pos,
+            pos,
+            f"write '{timer}'",
+        )
+    )
 
 
 _LOG_PAIRS = ("len", "format", "sample", "profile")

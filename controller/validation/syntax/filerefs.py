@@ -38,6 +38,7 @@ from controller.validation.parsed import Directive, ParsedConfig, Token
 from controller.validation.syntax.tokenizer import tokenize
 
 __all__ = [
+    "BUNDLE_SUFFIXES",
     "CONVERTER_MARKS",
     "OPTION_LINES",
     "REF_KEYWORDS",
@@ -666,9 +667,20 @@ def _directories(paths: Collection[str]) -> set[str]:
     return dirs
 
 
+#: Options naming a certificate that may be a multi-certificate bundle: HAProxy loads
+#: ``site.pem.rsa``, ``site.pem.ecdsa`` and ``site.pem.dsa`` (each with its own ``.key``,
+#: ``.ocsp``, ``.issuer`` and ``.sctl`` siblings) for ``crt site.pem`` when ``site.pem`` itself
+#: does not exist.
+_BUNDLE_OPTIONS = frozenset({"crt", "default-crt", "certificate"})
+BUNDLE_SUFFIXES = (".rsa", ".ecdsa", ".dsa")
+
+
 def _exists(ref: FileRef, present: set[str], dirs: set[str]) -> bool:
+    bundle = ref.option in _BUNDLE_OPTIONS
     for c in ref.candidates:
         if ref.need is Need.FILE and c in present:
+            return True
+        if bundle and any(c + suffix in present for suffix in BUNDLE_SUFFIXES):
             return True
         if ref.need is Need.DIR and c in dirs:
             return True
