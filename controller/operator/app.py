@@ -47,6 +47,7 @@ from controller.operator.watchset import (
     CONFIG_VERSION,
     Delivery,
     WatchSet,
+    apply_delivery,
 )
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
@@ -161,6 +162,7 @@ class OperatorApp:
         self._pending_config: dict[str, Any] | None = None
         self._seen_generation: int | None = None
         self._watch_sets = 0
+        self.api_reachable = True
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stop = asyncio.Event()
         self._stopped = False
@@ -176,6 +178,7 @@ class OperatorApp:
             self.cluster.active = True
         else:
             self._spawn(self.elector.run())
+        self._spawn(self._probe_api())
         body = await self._read_config()
         spec = self._spec_of(body)
         while spec is None:  # a broken first config: say so, wait for the next version
@@ -408,13 +411,7 @@ class OperatorApp:
             else:
                 self._on_config(item.body)
             return
-        try:
-            if item.what == "apply":
-                store.apply(item.collection, item.body)
-            else:
-                store.delete(item.collection, item.body)
-        except Exception:  # a hostile object must never stop the watches
-            _log.exception("object could not be stored", collection=item.collection)
+        if not apply_delivery(store, item):
             return
         self.metrics.watched_objects.labels(item.collection).set(
             len(store.collection(item.collection))
@@ -432,7 +429,24 @@ class OperatorApp:
 
     # --- health ---------------------------------------------------------------------------
 
+    async def _probe_api(self, every: float = 2.0) -> None:
+        """Whether the API server answers: while it does not, the watches cannot be current,
+        so /readyz says so (HAProxy keeps serving the last good set meanwhile)."""
+        version = client.VersionApi(self.api)
+        while True:
+            try:
+                await asyncio.to_thread(version.get_code, _request_timeout=every)
+                reachable = True
+            except Exception:
+                reachable = False
+            if reachable != self.api_reachable:
+                _log.warning("API server " + ("reachable again" if reachable else "unreachable"))
+            self.api_reachable = reachable
+            await asyncio.sleep(every)
+
     def _not_ready(self) -> str | None:
+        if not self.api_reachable:
+            return "the API server is unreachable; the watches may be behind"
         if not self.synced:
             return "the watches have not finished their initial lists"
         if self.watch is not None and self.watch.failed is not None:

@@ -35,9 +35,17 @@ import kopf
 
 from controller.observability.logging import get_logger
 from controller.operator.kube import KubeConnection
+from controller.resources import Store
 from controller.spec.models import LabelSelector, WatchedResource
 
-__all__ = ["CONFIG_GROUP", "CONFIG_PLURAL", "CONFIG_VERSION", "Delivery", "WatchSet"]
+__all__ = [
+    "CONFIG_GROUP",
+    "CONFIG_PLURAL",
+    "CONFIG_VERSION",
+    "Delivery",
+    "WatchSet",
+    "apply_delivery",
+]
 
 _log = get_logger("controller.operator.watch")
 
@@ -56,6 +64,23 @@ class Delivery:
     body: dict[str, Any]
     event: str | None = None
     """The raw event type for the config (None while listing, ADDED, MODIFIED, DELETED)."""
+
+
+def apply_delivery(store: Store, item: Delivery) -> bool:
+    """Put an object a watch saw into ``store`` (or take it out); False when the object cannot
+    be stored. Watched objects are hostile input: nothing about one may stop the watches, so
+    every failure is logged with the object's reference and reported as False."""
+    try:
+        if item.what == "apply":
+            store.apply(item.collection, item.body)
+        else:
+            store.delete(item.collection, item.body)
+    except Exception:
+        meta = item.body.get("metadata") if isinstance(item.body, Mapping) else None
+        ref = {k: meta.get(k) for k in ("namespace", "name")} if isinstance(meta, Mapping) else {}
+        _log.warning("object could not be stored", collection=item.collection, **ref, exc_info=True)
+        return False
+    return True
 
 
 def _group_version(api_version: str) -> tuple[str, str]:

@@ -143,6 +143,26 @@ class ControlPlane:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
+    def stop_apiserver(self) -> None:
+        """Fault injection: the API server stops; etcd and its data stay (SIGUSR1)."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 30
+        while self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0:
+            if time.monotonic() > deadline:
+                raise ClusterError("the API server did not stop")
+            time.sleep(0.2)
+
+    def start_apiserver(self, timeout: float = 60.0) -> None:
+        """Start the API server again on the same port (SIGUSR2); returns once it is ready."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + timeout
+        while self.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise ClusterError("the API server did not come back")
+            time.sleep(0.2)
+
     @property
     def kubectl_binary(self) -> Path:
         return self.binary.parent / "kubectl"

@@ -150,10 +150,11 @@ type cluster struct {
 }
 
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	err  error
+	name    string
+	cmd     *exec.Cmd
+	log     string
+	err     error
+	stopped bool // stopped on purpose (SIGUSR1): its exit is not a failure
 }
 
 func (c *cluster) path(name string) string { return filepath.Join(c.dir, name) }
@@ -202,13 +203,43 @@ func (c *cluster) run(signals <-chan os.Signal) error {
 		}
 	}
 	fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
-	select {
-	case <-signals:
-		return nil
-	case ch := <-c.exited:
-		return fmt.Errorf("%s exited (%v); its log: %s", ch.name, ch.err, ch.log)
-	case err := <-c.etcd.Err():
-		return fmt.Errorf("etcd failed: %w", err)
+	// Fault injection for tests: SIGUSR1 stops the API server (etcd and its data stay),
+	// SIGUSR2 starts it again on the same port.
+	faults := make(chan os.Signal, 2)
+	signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
+	for {
+		select {
+		case <-signals:
+			return nil
+		case sig := <-faults:
+			if sig == syscall.SIGUSR1 {
+				c.stopAPIServer()
+			} else if err := c.spawn("kube-apiserver", c.apiserverArgs(etcdClient, apiPort)); err != nil {
+				return err
+			}
+		case ch := <-c.exited:
+			if !ch.stopped {
+				return fmt.Errorf("%s exited (%v); its log: %s", ch.name, ch.err, ch.log)
+			}
+		case err := <-c.etcd.Err():
+			return fmt.Errorf("etcd failed: %w", err)
+		}
+	}
+}
+
+// stopAPIServer ends the running API server child, and waits for it to exit.
+func (c *cluster) stopAPIServer() {
+	for _, ch := range c.children {
+		if ch.name != "kube-apiserver" || ch.stopped || ch.cmd.ProcessState != nil {
+			continue
+		}
+		ch.stopped = true
+		_ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
+		for ex := range c.exited {
+			if ex == ch {
+				break
+			}
+		}
 	}
 }
 
@@ -217,7 +248,7 @@ func (c *cluster) stop() {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
 	for i := len(c.children) - 1; i >= 0; i-- {
 		ch := c.children[i]
-		if ch.cmd.ProcessState != nil {
+		if ch.stopped || ch.cmd.ProcessState != nil {
 			continue
 		}
 		_ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
