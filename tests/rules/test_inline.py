@@ -404,7 +404,7 @@ def test_beside_the_render_the_rules_share_one_budget_as_if_judged_first(
     assert objects_budget.used > 0
     if bad is None:
         [(hook, budget, _)] = hooks
-        assert budget.used == pytest.approx(objects_budget.used + hook.seconds, abs=0.05)
+        assert budget.used == pytest.approx(objects_budget.used + hook.charged, abs=0.005)
         assert result.ok
     else:
         [(first, _, _), (_, budget, start)] = hooks

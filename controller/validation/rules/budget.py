@@ -5,10 +5,13 @@ incomplete (``analysis_incomplete`` with a budget record), never a pass:
 
 * ``celIterations`` — the runtime's own loop budget per evaluation (10,000 iterations over
   all comprehensions of one evaluation; fixed by the binding).
-* ``ruleTime`` — seconds of evaluation per run (one render's inline rules, or one pipeline
-  run's deferred rules); 2 s unless the spec sets it (:func:`time_budget_of`). A batch that
-  may be expensive runs in a forked child that is killed at the deadline; a cheap batch
-  runs in-process and its time is charged afterwards.
+* ``ruleTime`` — CPU seconds of evaluation per run (one render's inline rules, or one
+  pipeline run's deferred rules); 2 s unless the spec sets it (:func:`time_budget_of`). A
+  batch that may be expensive runs in a forked child that the kernel stops once it has used
+  the remaining budget (and that is killed if the scheduler starves it far past that in
+  wall time, see ``isolate.py``); a cheap batch runs in-process and the CPU time of its
+  thread is charged afterwards. CPU time, not wall time: a verdict must not depend on how
+  busy the node's other processes keep its cores.
 * ``ruleMemory`` — address space the child may add (1 GiB).
 
 "Cheap" means few evaluations of programs whose work is bounded by the expression's size
@@ -35,6 +38,7 @@ from controller.validation.rules.compiled import CompiledRule
 from controller.validation.rules.isolate import (
     MEMORY_HEADROOM,
     CancelSignal,
+    Usage,
     WorkerCancelled,
     WorkerDeadline,
     WorkerFailed,
@@ -124,34 +128,36 @@ def execute(
     if budget.remaining <= 0:
         budget.exhausted = _time(budget)
         return None
-    started = time.monotonic()
+    started = time.thread_time()
+    usage = Usage()
     try:
         if isolation is Isolation.NEVER or (isolation is Isolation.AUTO and cheap):
             allowed = budget.remaining
             with deadline.within(allowed) as watch:
                 result: T | None = fn()
-            spent = time.monotonic() - started
+            spent = time.thread_time() - started
             if watch.tripped or spent > allowed:
                 # Stopped at the deadline, or past it before anything could stop it: what
-                # the batch found is no verdict (a worker would have been killed by now).
+                # the batch found is no verdict (a worker would have been stopped by now).
                 budget.used += spent
                 budget.exhausted = _time(budget)
                 return None
-        else:
-            result = run_isolated(fn, budget.remaining, cancel=cancel)
+            budget.used += spent
+            return result
+        result = run_isolated(fn, budget.remaining, cancel=cancel, usage=usage)
     except WorkerDeadline:
-        budget.used += time.monotonic() - started
+        budget.used += usage.cpu
         budget.exhausted = _time(budget)
         return None
     except WorkerFailed as exc:
-        budget.used += time.monotonic() - started
+        budget.used += usage.cpu
         if not exc.memory:
             raise RuntimeError(str(exc)) from None
         budget.exhausted = BudgetExhaustion(
             phase=Phase.RULES, budget="ruleMemory", limit=float(MEMORY_HEADROOM)
         )
         return None
-    budget.used += time.monotonic() - started
+    budget.used += usage.cpu
     return result
 
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render.fileset import MAIN_CONFIG, FileKind, path_for
@@ -34,6 +34,9 @@ from controller.validation.rules.classify import Analysis, analyse
 from controller.validation.rules.refs import ANY, Refs
 
 __all__ = ["CompiledRule", "Locator", "Owner", "OwnerKind", "PathKey", "RuleSet"]
+
+T = TypeVar("T")
+_MISSING: Any = object()
 
 PathKey = tuple[str | int, ...]
 Locator = Callable[[PathKey], Location | None]
@@ -135,6 +138,7 @@ class RuleSet:
     collections: Mapping[str, Owner] = field(default_factory=dict)
     extra_context: Mapping[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
+    _all_pass: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_spec(cls, spec: HAProxyTemplateConfigSpec, locate: Locator | None = None) -> RuleSet:
@@ -176,6 +180,19 @@ class RuleSet:
 
     def inline_for(self, owner: Owner) -> tuple[CompiledRule, ...]:
         return tuple(r for r in self.rules if not r.deferred and r.owner == owner)
+
+    def all_pass(
+        self,
+        owner: str,
+        rules: tuple[CompiledRule, ...],
+        build: Callable[[tuple[CompiledRule, ...]], T],
+    ) -> T:
+        """``build(rules)`` once per owner (the inline rules of one owner never change):
+        the combined program of :func:`controller.validation.rules.inline.all_pass_program`."""
+        found = self._all_pass.get(owner, _MISSING)
+        if found is _MISSING:
+            found = self._all_pass[owner] = build(rules)
+        return found  # type: ignore[no-any-return]
 
     def owner_keys(self, rule: CompiledRule) -> frozenset[str]:
         """The owners ``rule`` reads, with ANY expanded to every output / collection."""

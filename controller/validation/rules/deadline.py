@@ -27,7 +27,8 @@ class RuleTimeout(Exception):
 @dataclass(slots=True)
 class Deadline:
     at: float
-    """``time.monotonic()`` value after which evaluation must stop."""
+    """``time.thread_time()`` value after which evaluation must stop (the budget is CPU
+    time, and an in-process batch runs in the calling thread)."""
     tripped: bool = False
     """Set when a native function stopped because the deadline had passed."""
 
@@ -37,8 +38,8 @@ _CURRENT: ContextVar[Deadline | None] = ContextVar("htc_rule_deadline", default=
 
 @contextmanager
 def within(seconds: float) -> Iterator[Deadline]:
-    """Evaluations in the block may use ``seconds`` from now."""
-    deadline = Deadline(at=time.monotonic() + max(seconds, 0.0))
+    """Evaluations in the block may use ``seconds`` of this thread's CPU time from now."""
+    deadline = Deadline(at=time.thread_time() + max(seconds, 0.0))
     token = _CURRENT.set(deadline)
     try:
         yield deadline
@@ -50,6 +51,6 @@ def check() -> None:
     """Raise :class:`RuleTimeout` once the current evaluation's deadline has passed (no-op
     outside :func:`within`: a forked worker is killed at its deadline instead)."""
     deadline = _CURRENT.get()
-    if deadline is not None and (deadline.tripped or time.monotonic() > deadline.at):
+    if deadline is not None and (deadline.tripped or time.thread_time() > deadline.at):
         deadline.tripped = True
         raise RuleTimeout("the rule time budget ran out during regex.extractAll")

@@ -9,8 +9,10 @@ judge a proposed object alone with the same function.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +28,15 @@ from controller.validation.rules.budget import (
     is_cheap,
     iteration_exhaustion,
 )
-from controller.validation.rules.cel import BudgetExceeded, to_cel
+from controller.validation.rules.cel import (
+    BudgetExceeded,
+    CompileError,
+    EvalError,
+    Program,
+    compile_expression,
+    evaluate,
+    to_cel,
+)
 from controller.validation.rules.compiled import CompiledRule, RuleSet
 from controller.validation.rules.judge import State, judge, output_value
 
@@ -34,8 +44,11 @@ __all__ = [
     "Batch",
     "InlineRules",
     "ObjectMemo",
+    "all_pass_program",
     "budget_diagnostic",
     "check_objects",
+    "content_key",
+    "judge_many",
     "subject_of",
 ]
 
@@ -78,24 +91,82 @@ def budget_diagnostic(where: str, exhausted: BudgetExhaustion) -> Diagnostic:
     )
 
 
+Self = tuple[Any, str, ObjectRef | None]
+"""One ``self`` to judge: its CEL value, its name in messages, its Kubernetes reference."""
+
+_PASSED, _SKIPPED = 1, 0
+
+
+def all_pass_program(rules: Sequence[CompiledRule]) -> Program | None:
+    """One program that says, per rule, "passed" (1) or "skipped by a ``when``" (0).
+
+    Nearly every object passes every rule, so most objects are judged by evaluating this
+    once instead of each rule's programs in turn (the binding converts the whole activation
+    on every evaluation). Any other outcome — an element that is neither 1 nor 0, an
+    evaluation error, the iteration budget (shared by the rules here, one each in
+    :func:`judge`) — sends that object through :func:`judge`, rule by rule, which alone
+    decides failures and writes their messages. So this program can only confirm what the
+    rules would find, never change it. None when the rules cannot be combined (the
+    combination does not compile, e.g. past the parser's nesting limit).
+    """
+    if not rules:
+        return None
+    parts = []
+    for r in rules:
+        # Each source on lines of its own: a trailing `// comment` must not swallow the rest.
+        element = f"((\n{r.expression.source}\n) == true ? {_PASSED} : 2)"
+        for cond in (r.when, r.block_when):
+            if cond is not None:
+                element = f"((\n{cond.source}\n) ? {element} : {_SKIPPED})"
+        parts.append(element)
+    try:
+        return compile_expression("[" + ",\n".join(parts) + "]", limit=None)
+    except CompileError:
+        return None
+
+
 def judge_many(
     rules: Sequence[CompiledRule],
-    selves: Sequence[tuple[dict[str, Any], str, ObjectRef | None]],
+    selves: Sequence[Self],
     extra: Mapping[str, Any],
     location: Location | None,
+    *,
+    combined: Program | None = None,
+    describe: Callable[[int], tuple[str, ObjectRef | None]] | None = None,
 ) -> Batch:
-    """Every rule against every ``self``; one counter unit per rule."""
+    """Every rule against every ``self``; one counter unit per rule.
+
+    ``combined`` (:func:`all_pass_program` of ``rules``) settles the objects that pass or are
+    skipped in one evaluation each. ``describe(i)`` gives the subject and reference of
+    ``selves[i]`` when they are needed — only for an object that does not simply pass — so
+    the caller need not build them for every object.
+    """
     batch = Batch(by_self=[[] for _ in selves])
-    evaluated = skipped = failed = 0
-    for rule in rules:
-        judged = 0
-        rule_failed = False
-        for i, (value, subject, ref) in enumerate(selves):
-            data = {"self": value, **extra}
+    judged = [False] * len(rules)
+    failed = [False] * len(rules)
+    outcomes = (_PASSED, _SKIPPED)
+    for i, (value, subject, ref) in enumerate(selves):
+        data = {"self": value, **extra}
+        if combined is not None:
+            try:
+                quick = evaluate(combined, data)
+            except (EvalError, BudgetExceeded):
+                quick = None
+            if (
+                isinstance(quick, list)
+                and len(quick) == len(rules)
+                and all(type(x) is int and x in outcomes for x in quick)
+            ):
+                for k, x in enumerate(quick):
+                    judged[k] = judged[k] or x == _PASSED
+                continue
+        if describe is not None:
+            subject, ref = describe(i)
+        for k, rule in enumerate(rules):
             try:
                 j = judge(rule, data, location=location, object=ref, subject=subject)
             except BudgetExceeded:
-                judged += 1
+                judged[k] = True
                 if batch.exhausted is None:
                     batch.exhausted = iteration_exhaustion()
                     where = rule.title + (f" on {subject}" if subject else "")
@@ -105,17 +176,17 @@ def judge_many(
                 continue
             if j.state is State.SKIPPED:
                 continue
-            judged += 1
+            judged[k] = True
             if j.diagnostic is not None:
-                rule_failed = True
+                failed[k] = True
                 batch.diagnostics.append(j.diagnostic)
                 batch.by_self[i].append(j.diagnostic)
-        if judged or not selves:
-            evaluated += 1
-            failed += rule_failed
-        else:
-            skipped += 1
-    batch.counters = RuleCounters(evaluated=evaluated, failed=failed, skipped=skipped)
+    evaluated = sum(1 for k in range(len(rules)) if judged[k] or not selves)
+    batch.counters = RuleCounters(
+        evaluated=evaluated,
+        failed=sum(failed),
+        skipped=len(rules) - evaluated,
+    )
     return batch
 
 
@@ -135,6 +206,8 @@ class InlineRules:
         self.counters = RuleCounters()
         self.seconds = 0.0
         """Time spent judging, over every output of the render."""
+        self.charged = 0.0
+        """What that judging charged the budget (CPU seconds, see ``budget.py``)."""
 
     def __call__(self, name: str, out: RenderedOutput) -> list[Diagnostic]:
         owner = self.ruleset.outputs.get(name)
@@ -142,18 +215,21 @@ class InlineRules:
         if not rules:
             return []
         started = time.perf_counter()
+        before = self.budget.used
         try:
             return self._judge(name, out, rules)
         finally:
             self.seconds += time.perf_counter() - started
+            self.charged += self.budget.used - before
 
     def _judge(
         self, name: str, out: RenderedOutput, rules: Sequence[CompiledRule]
     ) -> list[Diagnostic]:
         location = Location(file=out.path)
         selves = [(output_value(name, out.path, out.content), "", None)]
+        combined = self.ruleset.all_pass(f"output:{name}", tuple(rules), all_pass_program)
         batch = execute(
-            lambda: judge_many(rules, selves, {}, location),
+            lambda: judge_many(rules, selves, {}, location, combined=combined),
             cheap=is_cheap(rules, len(rules)),
             budget=self.budget,
             isolation=self.isolation,
@@ -176,38 +252,80 @@ class InlineRules:
         )
 
 
-class ObjectMemo:
-    """Inline verdicts of stored objects, reused while the store still holds the same object.
+ContentKey = bytes
 
-    Stored objects are frozen and a snapshot shares every unchanged object with the previous
-    one, so identity is a sound key: an object that changed is a new object. The memo keeps
-    the objects it saw in the latest call (strong references, so an id cannot be reused) and
-    forgets the rest; with one object changed, a render judges one object. A batch that ran
-    out of budget is never remembered.
+
+def content_key(obj: Mapping[str, Any]) -> ContentKey | None:
+    """A digest of everything an object holds, or None when it holds something JSON cannot
+    spell (then only its identity can vouch for it).
+
+    Equal digests mean equal JSON text, hence equal values as rules see them (:func:`to_cel`
+    maps each JSON spelling to one value) and equal names and references in messages: a
+    verdict may be reused for any object with the same digest. Key order counts, so two
+    equal objects written in different key orders only miss the cache.
+    """
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+
+
+Verdict = tuple[Diagnostic, ...]
+
+
+class ObjectMemo:
+    """Inline verdicts of watched objects, by content, for the objects of the latest call.
+
+    An inline rule reads only ``self``, so its verdict is a function of the rule set (one
+    memo per :class:`~controller.validation.rules.RuledRenderer`, which has one) and the
+    object's content. Stored objects are frozen and a snapshot shares every unchanged object
+    with the previous one, so the object's identity finds its digest without hashing again;
+    a new object with known content (a resync, a rebuilt store, an update that changed
+    nothing) is found by its digest. The memo keeps what the latest call saw (strong
+    references, so an id cannot be reused) and forgets the rest; with one object changed, a
+    render judges one object. A batch that ran out of budget is never remembered.
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, dict[int, tuple[Mapping[str, Any], tuple[Diagnostic, ...]]]] = {}
+        self._ids: dict[str, dict[int, tuple[Mapping[str, Any], ContentKey | None]]] = {}
+        self._verdicts: dict[str, dict[ContentKey | int, Verdict]] = {}
+
+    def keys(self, name: str, objs: Sequence[Mapping[str, Any]]) -> list[ContentKey | int]:
+        """Each object's memo key: its digest, or its identity when it has none."""
+        ids = self._ids.get(name, {})
+        out: list[ContentKey | int] = []
+        for o in objs:
+            hit = ids.get(id(o))
+            key = hit[1] if hit is not None and hit[0] is o else content_key(o)
+            out.append(key if key is not None else id(o))
+        return out
 
     def lookup(
-        self, name: str, objs: Sequence[Mapping[str, Any]]
-    ) -> list[tuple[Diagnostic, ...] | None]:
-        seen = self._seen.get(name, {})
-        out: list[tuple[Diagnostic, ...] | None] = []
-        for o in objs:
-            hit = seen.get(id(o))
-            out.append(hit[1] if hit is not None and hit[0] is o else None)
-        return out
+        self,
+        name: str,
+        objs: Sequence[Mapping[str, Any]],
+        keys: Sequence[ContentKey | int] | None = None,
+    ) -> list[Verdict | None]:
+        verdicts = self._verdicts.get(name, {})
+        return [verdicts.get(k) for k in (keys if keys is not None else self.keys(name, objs))]
 
     def replace(
         self,
         name: str,
         objs: Sequence[Mapping[str, Any]],
-        verdicts: Sequence[tuple[Diagnostic, ...] | None],
+        verdicts: Sequence[Verdict | None],
+        keys: Sequence[ContentKey | int] | None = None,
     ) -> None:
-        self._seen[name] = {
-            id(o): (o, v) for o, v in zip(objs, verdicts, strict=True) if v is not None
+        keys = keys if keys is not None else self.keys(name, objs)
+        self._ids[name] = {
+            id(o): (o, k if isinstance(k, bytes) else None) for o, k in zip(objs, keys, strict=True)
         }
+        self._verdicts[name] = {k: v for k, v in zip(keys, verdicts, strict=True) if v is not None}
+
+
+def _describe(obj: Mapping[str, Any]) -> tuple[str, ObjectRef | None]:
+    return subject_of(obj), _ref(obj)
 
 
 def check_objects(
@@ -221,10 +339,10 @@ def check_objects(
     """Inline rules of watched collections over ``objects`` (collection → objects).
 
     The render-calling code passes every stored object before it renders (with a ``memo``,
-    so unchanged objects are not judged again); admission, a later issue, is to pass the
-    one proposed object.
-    Collections without inline rules are not read at all. Diagnostics come per object, in
-    the order given.
+    so objects whose content was judged before are not judged again); admission passes the
+    one proposed object. Collections without inline rules are not read at all. Diagnostics
+    come per object, in the order given. The budget is charged for what is evaluated: the
+    objects the memo did not know.
     """
     budget = budget or RunBudget()
     total = Batch()
@@ -234,15 +352,32 @@ def check_objects(
         if not rules:
             continue
         objs = list(objects[name])
-        verdicts: list[tuple[Diagnostic, ...] | None] = (
-            memo.lookup(name, objs) if memo is not None else [None] * len(objs)
+        keys = memo.keys(name, objs) if memo is not None else None
+        verdicts: list[Verdict | None] = (
+            memo.lookup(name, objs, keys) if memo is not None else [None] * len(objs)
         )
         todo = [objs[i] for i, v in enumerate(verdicts) if v is None]
+        combined = ruleset.all_pass(f"collection:{name}", rules, all_pass_program)
 
-        def judged(rules: Sequence[CompiledRule] = rules, todo: list[Any] = todo) -> Batch:
+        def judged(
+            rules: Sequence[CompiledRule] = rules,
+            todo: list[Any] = todo,
+            combined: Program | None = combined,
+        ) -> Batch:
             # Converted where they are judged: in a worker, the conversion is the worker's.
-            selves = [(to_cel(o), subject_of(o), _ref(o)) for o in todo]
-            return judge_many(rules, selves, {}, None)
+            selves: list[Self] = [(to_cel(o), "", None) for o in todo]
+
+            def describe(k: int) -> tuple[str, ObjectRef | None]:
+                return _describe(todo[k])
+
+            return judge_many(
+                rules,
+                selves,
+                {},
+                None,
+                combined=combined,
+                describe=describe,
+            )
 
         result = (
             execute(
@@ -267,7 +402,7 @@ def check_objects(
             for i, found in zip(pending, result.by_self, strict=True):
                 verdicts[i] = tuple(found)
             if memo is not None:
-                memo.replace(name, objs, verdicts)
+                memo.replace(name, objs, verdicts, keys)
             for v in verdicts:
                 found_here.extend(v or ())
         else:

@@ -26,7 +26,9 @@ from typing import TypeVar
 
 __all__ = [
     "MEMORY_HEADROOM",
+    "WALL_FACTOR",
     "CancelSignal",
+    "Usage",
     "WorkerCancelled",
     "WorkerDeadline",
     "WorkerFailed",
@@ -39,6 +41,22 @@ MEMORY_HEADROOM = 1 << 30
 """Address space the child may add to what it inherited (1 GiB)."""
 
 _HEADER = struct.Struct("!Q")
+
+WALL_FACTOR = 4.0
+WALL_GRACE = 1.0
+"""The budget is CPU time: the child is stopped by ``SIGPROF`` once it has used its
+``timeout`` of CPU seconds, so a loaded machine (other processes on the same cores) does not
+eat a rule's budget. A child that the scheduler starves is still stopped, at
+``timeout * WALL_FACTOR + WALL_GRACE`` seconds of wall time."""
+
+
+class Usage:
+    """Filled in by :func:`run_isolated`: the CPU seconds (user + system) the child used."""
+
+    __slots__ = ("cpu",)
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
 
 
 class WorkerDeadline(Exception):
@@ -104,11 +122,14 @@ def _address_space() -> int | None:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(fn: Callable[[], object], w: int, headroom: int | None) -> None:
+def _child(fn: Callable[[], object], w: int, headroom: int | None, cpu: float) -> None:
     status = 0
     try:
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)  # the parent's event loop owns that descriptor
+        # Terminated by the kernel once the child has used ``cpu`` seconds of CPU time.
+        signal.signal(signal.SIGPROF, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_PROF, max(cpu, 0.001))
         if headroom is not None:
             current = _address_space()
             if current is not None:
@@ -136,9 +157,11 @@ def run_isolated(
     *,
     memory_headroom: int | None = MEMORY_HEADROOM,
     cancel: CancelSignal | None = None,
+    usage: Usage | None = None,
 ) -> T:
-    """``fn()`` computed in a child process. Raises WorkerDeadline, WorkerFailed, or
-    WorkerCancelled when ``cancel`` is set while it waits."""
+    """``fn()`` computed in a child process within ``timeout`` CPU seconds. Raises
+    WorkerDeadline, WorkerFailed, or WorkerCancelled when ``cancel`` is set while it waits.
+    ``usage`` receives the CPU time the child used, whatever the outcome."""
     started = time.monotonic()
     if cancel is not None and cancel.is_set:
         raise WorkerCancelled("cancelled before the worker started")
@@ -146,20 +169,24 @@ def run_isolated(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(r)
-        _child(fn, w, memory_headroom)
+        _child(fn, w, memory_headroom, timeout)
     os.close(w)
     buf = bytearray()
     try:
-        deadline = started + max(timeout, 0.0)
+        deadline = started + max(timeout, 0.0) * WALL_FACTOR + WALL_GRACE
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                _kill(pid)
-                raise WorkerDeadline(timeout, time.monotonic() - started)
+                cpu = _kill(pid)
+                if usage is not None:
+                    usage.cpu = cpu
+                raise WorkerDeadline(timeout, cpu)
             watched: list[int] = [r] if cancel is None else [r, cancel.fileno()]
             ready, _, _ = select.select(watched, [], [], remaining)
             if cancel is not None and cancel.fileno() in ready:
-                _kill(pid)
+                cpu = _kill(pid)
+                if usage is not None:
+                    usage.cpu = cpu
                 raise WorkerCancelled("the caller cancelled the evaluation")
             if not ready:
                 continue
@@ -169,9 +196,14 @@ def run_isolated(
             buf += chunk
     finally:
         os.close(r)
-    _, status = os.waitpid(pid, 0)
+    _, status, rusage = os.wait4(pid, 0)
+    cpu = rusage.ru_utime + rusage.ru_stime
+    if usage is not None:
+        usage.cpu = cpu
     if len(buf) < _HEADER.size:
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        if sig in (signal.SIGPROF, signal.SIGXCPU):
+            raise WorkerDeadline(timeout, cpu)
         why = (
             f"killed by signal {sig}" if sig else f"exit status {os.waitstatus_to_exitcode(status)}"
         )
@@ -184,8 +216,11 @@ def run_isolated(
     raise WorkerFailed(str(value), memory=kind == "memory")
 
 
-def _kill(pid: int) -> None:
+def _kill(pid: int) -> float:
+    """Kill and reap the child; the CPU seconds it had used."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+        _, _, rusage = os.wait4(pid, 0)
+        return float(rusage.ru_utime + rusage.ru_stime)
+    return 0.0
