@@ -81,7 +81,7 @@ def test_no_object_makes_the_watch_or_the_render_raise(
         apply_delivery(store, Delivery("apply", collection, obj))
         if then_delete:
             apply_delivery(store, Delivery("delete", collection, obj))
-    render, verdict = asyncio.run(evaluate(engine_for, store.snapshot()))
+    _render, verdict = asyncio.run(evaluate(engine_for, store.snapshot()))
     report = verdict.report
     if not report.valid:
         # a refusal is a report with rule ids, never an empty failure
