@@ -71,11 +71,10 @@ fmt: $(STAMP)
 crd: $(STAMP)
 	$(BIN)/htc crd --write
 
+# Every scale figure at N = 1,000 / 5,000 / 10,000 on both binaries, each beside its target
+# (issue 20), as one JSON document. Takes a while; BENCH_ARGS="--sizes 1000" for a quick look.
 bench: $(STAMP)
-	$(BIN)/python bench/pipeline.py --ingresses 1000 --json
-	$(BIN)/python bench/reconcile.py --objects 1000 --json
-	$(BIN)/python bench/render.py --ingresses 1000 --json
-	$(BIN)/python bench/store_memory.py --objects 1000 --json
+	$(BIN)/python -P bench/scale.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -15,8 +15,12 @@ loopback addresses: nothing is contacted). Then:
   adapter would deliver them); the number of renders the trigger made for them and the time
   from the first change until the final state is deployed and confirmed.
 
-Prints ``p50Ms, p99Ms, burstRenders, burstConvergeMs, haproxyVersion`` (and some context) as
-one JSON object with ``--json``, or as a short table.
+* **memory** — the process's resident set after the latency samples (``rssMb``: this process
+  is the ``htc local`` stack, holding N Ingresses, N Services and N EndpointSlices, the
+  engine and its caches) and its peak (``maxRssMb``).
+
+Prints ``p50Ms, p99Ms, burstRenders, burstConvergeMs, rssMb, haproxyVersion`` (and some
+context) as one JSON object with ``--json``, or as a short table.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import io
 import json
+import resource
 import shutil
 import socket
 import statistics
@@ -147,6 +152,13 @@ class Confirmations:
             await asyncio.wait_for(self.changed.wait(), max(deadline - time.monotonic(), 0.01))
 
 
+def _rss_mb() -> float:
+    """Resident set of this process now, in MiB (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return round(pages * resource.getpagesize() / (1 << 20), 1)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
@@ -192,6 +204,7 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
                 latencies.append((time.perf_counter() - start) * 1000)
 
             parts = confirmed.parts[first_sample:]
+            rss_mb = _rss_mb()
             await asyncio.sleep(settings.min_interval + 0.05)
             await app.trigger.wait_idle()
             runs_before = app.trigger.runs
@@ -230,6 +243,8 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
                 "burstRenders": app.trigger.runs - runs_before,
                 "burstConvergeMs": round((converged_at - started) * 1000, 1),
                 "startupMs": round(startup_ms, 1),
+                "rssMb": rss_mb,
+                "maxRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "debounceMs": round(settings.debounce * 1000),
                 "minIntervalMs": round(settings.min_interval * 1000),
                 "haproxyVersion": table.version,
