@@ -117,6 +117,16 @@ class ObjectRef(_Wire):
     name: str | None = None
 
 
+class Occurrences(_Wire):
+    """The rendered lines one finding stands for: a template line inside a loop renders many
+    lines, and the same mistake on each of them is one cause, reported once."""
+
+    count: int
+    """How many rendered lines carry the finding (the diagnostic's own location included)."""
+    locations: list[Location]
+    """The first few of them, in file order; the first is the diagnostic's ``location``."""
+
+
 class Diagnostic(_Wire):
     """One finding. Build it with :func:`controller.diagnostics.make` so the id is checked."""
 
@@ -129,6 +139,8 @@ class Diagnostic(_Wire):
     object: ObjectRef | None = None
     suggested_fix: str | None = None
     documentation_url: str | None = None
+    occurrences: Occurrences | None = None
+    """Set when this finding stands for several rendered lines (see :class:`Occurrences`)."""
 
     def sort_key(self) -> tuple[int, str, int, int, str, str]:
         """Deterministic order: severity, file, line, column, rule, message."""

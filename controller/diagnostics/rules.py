@@ -603,9 +603,10 @@ _HAPROXY: dict[str, Rule] = _rules(
     (
         "I4005",
         "HAProxy rejected the configuration",
-        "HAProxy's closing summary of a failed check; the individual errors are reported "
-        "separately.",
-        "Fix the errors reported before this summary.",
+        "No longer reported: HAProxy's closing summary of a failed check ('Error(s) found in "
+        "configuration file', 'Fatal errors found in configuration') is not a finding of its "
+        "own; the errors it sums up are.",
+        "Fix the errors reported.",
     ),
     (
         "I4006",

@@ -1,7 +1,8 @@
 """Turning raw stage findings into the report's diagnostics.
 
-The order is fixed — strict, filters, severity gate, sort, dedupe (and then ``rules``-phase
-findings back in judging order, root causes first) — so that a filter sees a
+The order is fixed — strict, filters, severity gate, sort, dedupe, one finding per cause
+(``controller.validation.collapse``; and then ``rules``-phase findings back in judging order,
+root causes first) — so that a filter sees a
 warning that strict mode has already promoted (``--strict --exclude W3001`` drops it), and the
 gate never has to guess whether a promoted warning is an error. Everything removed is counted,
 so a report always says how much it is not showing.
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from controller.diagnostics import Diagnostic, Phase, Severity
+from controller.validation.collapse import collapse
 from controller.validation.options import ValidationOptions
 
 __all__ = ["Finalized", "blocking", "finalize", "is_protected", "promote"]
@@ -130,4 +132,12 @@ def finalize(diagnostics: Iterable[Diagnostic], options: ValidationOptions) -> F
         if text != last:
             unique.append((i, d))
             last = text
-    return Finalized(_rules_in_judging_order(unique), len(given) - len(unique))
+    suppressed = len(given) - len(unique)
+    # One finding per cause: what a loop repeated, and what HAProxy said again, is folded
+    # into one finding that counts its rendered lines (not suppressed: it is still shown).
+    positions, collapsed = collapse([d for _, d in unique])
+    folded = [(unique[p][0], d) for p, d in zip(positions, collapsed, strict=True)]
+    if len(folded) < len(unique):  # a merged finding may now sit at another line
+        folded.sort(key=lambda pair: _order(pair[1]))
+    unique = folded
+    return Finalized(_rules_in_judging_order(unique), suppressed)

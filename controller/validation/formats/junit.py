@@ -27,6 +27,8 @@ def _line(d: Diagnostic) -> str:
     if d.template_location is not None:
         t = d.template_location
         text += f" (template {t.template}" + (f":{t.line})" if t.line else ")")
+    if d.occurrences is not None and d.occurrences.count > 1:
+        text += f" [{d.occurrences.count} rendered lines]"
     # XML 1.0 cannot carry most control characters at all, and CI pages show them raw.
     return printable(text)
 

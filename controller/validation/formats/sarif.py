@@ -6,8 +6,10 @@ a related location. Without a template location the result points at the rendere
 Template names and rendered paths are relative URIs under two base ids, ``TEMPLATES`` and
 ``RENDERED``, because neither lives at a fixed place on disk.
 
-``runs[0].tool.driver.rules`` lists the whole rule registry, so a viewer can show the title,
-description and fix hint of any id, and ``ruleIndex`` points into it.
+``runs[0].tool.driver.rules`` lists the rules the results use (from the registry, in id
+order), so a viewer can show the title, description and fix hint of each, and ``ruleIndex``
+points into it. A finding that stands for several rendered lines lists the others as related
+locations and their number as the ``occurrences`` property.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ _LEVEL = {
     Severity.WARNING: "warning",
     Severity.INFO: "note",
 }
-_RULE_IDS = sorted(RULES)
-_RULE_INDEX = {rid: i for i, rid in enumerate(_RULE_IDS)}
 
 
 def _uri(path: str) -> str:
@@ -83,14 +83,14 @@ def _rendered(loc: Location) -> dict[str, Any]:
     return {"physicalLocation": physical}
 
 
-def _result(d: Diagnostic) -> dict[str, Any]:
+def _result(d: Diagnostic, rule_index: dict[str, int]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ruleId": d.rule_id,
         "level": _LEVEL[d.severity],
         "message": {"text": d.message},
     }
-    if d.rule_id in _RULE_INDEX:
-        out["ruleIndex"] = _RULE_INDEX[d.rule_id]
+    if d.rule_id in rule_index:
+        out["ruleIndex"] = rule_index[d.rule_id]
     locations: list[dict[str, Any]] = []
     related: list[dict[str, Any]] = []
     t = d.template_location
@@ -108,6 +108,15 @@ def _result(d: Diagnostic) -> dict[str, Any]:
             related.append(rendered)
     elif d.location is not None:
         locations.append(_rendered(d.location))
+    if d.occurrences is not None:
+        own = (d.location.file, d.location.line) if d.location is not None else None
+        for loc in d.occurrences.locations:
+            if (loc.file, loc.line) == own:
+                continue
+            also = _rendered(loc)
+            also["id"] = len(related) + 2
+            also["message"] = {"text": "also rendered here"}
+            related.append(also)
     if locations:
         out["locations"] = locations
     if related:
@@ -117,12 +126,16 @@ def _result(d: Diagnostic) -> dict[str, Any]:
         props["suggestedFix"] = d.suggested_fix
     if d.object is not None:
         props["object"] = d.object.model_dump(by_alias=True, exclude_none=True)
+    if d.occurrences is not None:
+        props["occurrences"] = d.occurrences.count
     out["properties"] = props
     return out
 
 
 def sarif_log(report: ValidationReport) -> dict[str, Any]:
     m = report.metadata
+    used = sorted({d.rule_id for d in report.diagnostics if d.rule_id in RULES})
+    rule_index = {rid: i for i, rid in enumerate(used)}
     run_props: dict[str, Any] = {
         "valid": report.valid,
         "status": report.status.value,
@@ -146,7 +159,7 @@ def sarif_log(report: ValidationReport) -> dict[str, Any]:
                     "driver": {
                         "name": TOOL_NAME,
                         "version": __version__,
-                        "rules": [_descriptor(rid) for rid in _RULE_IDS],
+                        "rules": [_descriptor(rid) for rid in used],
                     }
                 },
                 "invocations": [
@@ -158,7 +171,7 @@ def sarif_log(report: ValidationReport) -> dict[str, Any]:
                         and bool(m.stages_run or m.stages_skipped),
                     }
                 ],
-                "results": [_result(d) for d in report.diagnostics],
+                "results": [_result(d, rule_index) for d in report.diagnostics],
                 "properties": run_props,
             }
         ],

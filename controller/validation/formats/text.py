@@ -3,6 +3,8 @@
 Each finding shows the rendered line with a caret under the offending span (the rendered
 config is what HAProxy saw), the template line that produced it (where the fix goes), and the
 registry's fix hint. Lines of certificate files are never shown: they may hold key material.
+A finding that stands for many rendered lines (a template line in a loop) names how many and
+the first few; the stages that did not run are one line, not one finding each.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def _diagnostic(d: Diagnostic, render: RenderResult | None) -> list[str]:
                 out.append(
                     " " * (len(gutter) - 2) + "| " + _caret(text, loc.column, loc.end_column)
                 )
+    if d.occurrences is not None and d.occurrences.count > 1:
+        out.append(printable("      " + _occurrences(d)))
     if d.template_location is not None:
         t = d.template_location
         out.append(printable(f"      template: {t.template}" + (f":{t.line}" if t.line else "")))
@@ -101,6 +105,36 @@ def _diagnostic(d: Diagnostic, render: RenderResult | None) -> list[str]:
     if d.suggested_fix:
         out.append(printable(f"      fix: {d.suggested_fix}"))
     return out
+
+
+def _occurrences(d: Diagnostic) -> str:
+    """``and 1999 more rendered lines like it: haproxy.cfg:36, 44, 52, …``"""
+    occ = d.occurrences
+    assert occ is not None
+    own = (d.location.file, d.location.line) if d.location is not None else None
+    others = [x for x in occ.locations if (x.file, x.line) != own]
+    parts: list[str] = []
+    last_file = None
+    for x in others:
+        parts.append(f"{x.file}:{x.line}" if x.file != last_file else str(x.line))
+        last_file = x.file
+    more = ", …" if occ.count - 1 > len(others) else ""
+    lines = _plural(occ.count - 1, "more rendered line")
+    return f"and {lines} like it: {', '.join(parts)}{more}"
+
+
+_SKIPPED = "I0003"
+_SKIPPED_PREFIX = "did not run: "
+
+
+def _skipped_line(skipped: list[Diagnostic]) -> str:
+    """The stages that did not run, as one line: ``not run: haproxy, rules (schema failed)``."""
+    by_reason: dict[str, list[str]] = {}
+    for d in skipped:
+        _, _, reason = d.message.partition(_SKIPPED_PREFIX)
+        by_reason.setdefault(reason or d.message, []).append(d.phase.value)
+    parts = [f"{', '.join(phases)} ({reason})" for reason, phases in by_reason.items()]
+    return "not run: " + "; ".join(parts)
 
 
 def _plural(n: int, word: str) -> str:
@@ -141,9 +175,14 @@ def _summary(report: ValidationReport) -> str:
 
 def format_text(report: ValidationReport, render: RenderResult | None = None) -> str:
     out: list[str] = []
+    skipped = [d for d in report.diagnostics if d.rule_id == _SKIPPED]
     for d in report.diagnostics:
+        if d.rule_id == _SKIPPED:
+            continue
         out.extend(_diagnostic(d, render))
         out.append("")
+    if skipped:
+        out.append(printable(_skipped_line(skipped)))
     for b in report.metadata.budget_exhaustions:
         used = f", used {b.used:g}" if b.used is not None else ""
         out.append(f"budget exhausted: {b.phase.value} {b.budget} (limit {b.limit:g}{used})")

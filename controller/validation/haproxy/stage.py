@@ -38,7 +38,11 @@ from controller.validation.stage import Stage, StageContext, StageOutcome
 __all__ = ["HaproxyStage", "interpret"]
 
 _NOISE = ("haproxy version is ", "path to executable is ")
-_SUMMARY = ("Fatal errors found in configuration", "Error(s) found in configuration file")
+_SUMMARY = (
+    "Fatal errors found in configuration",
+    "Error(s) found in configuration file",
+    "too many fatal errors",  # "(50), stopping now.": the 50 are findings already
+)
 _DROPPED_OUTPUT = ("Configuration file is valid", "Warnings were found.")
 _NO_LISTENER = "will not start (no listener)"
 _OUT_OF_MEMORY = ("out of memory", "failed to map segment", "(null)")
@@ -167,6 +171,8 @@ def interpret(
             continue
         if msg.level is Level.NOTICE and msg.text.startswith(_NOISE):
             continue
+        if msg.level is Level.ALERT and msg.text.startswith(_SUMMARY):
+            continue  # HAProxy's closing summary: the errors it sums up are findings already
         if msg.level is Level.WARNING or (msg.level is Level.ALERT and passed):
             note = sandbox_note(msg.text, config)
             if note is not None:
@@ -207,8 +213,6 @@ def interpret(
 
 def _rule_for(msg: Message, passed: bool) -> RuleId:
     if msg.level is Level.ALERT:
-        if msg.text.startswith(_SUMMARY):
-            return "I4005"
         if passed:
             return "W4010"
         return "E4001" if msg.parsing else "E4002"

@@ -410,8 +410,10 @@ async def _run(
             raise SandboxError(f"could not start {os.path.basename(argv[0])}: {failed}")
         return SandboxResult(
             returncode=rc if rc is not None else -signal.SIGKILL,
-            stdout=proto.out.decode("utf-8", "replace"),
-            stderr=proto.err.decode("utf-8", "replace"),
+            # A byte that is not UTF-8 (a Latin-1 keyword HAProxy quotes back) stays itself,
+            # so a finding shows it as \xNN, as the parser's own findings do.
+            stdout=proto.out.decode("utf-8", "surrogateescape"),
+            stderr=proto.err.decode("utf-8", "surrogateescape"),
             timed_out=timed_out,
             elapsed_ms=round(elapsed, 3),
             workdir_name=workdir,

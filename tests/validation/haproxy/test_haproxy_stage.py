@@ -33,7 +33,8 @@ async def test_parse_error_maps_to_rendered_and_template_line(haproxy_bin: str) 
     assert err.template_location is not None
     assert (err.template_location.template, err.template_location.line) == ("haproxy.cfg.j2", 42)
     assert "bogus-keyword" in err.message
-    assert "I4005" in ids(out)  # HAProxy's closing summary is kept, as info
+    assert "I4005" not in ids(out)  # HAProxy's closing summary is not a finding of its own
+    assert not any("Error(s) found" in d.message for d in out.diagnostics)
 
 
 async def test_post_parse_error_without_location_points_at_the_reference(
