@@ -293,11 +293,17 @@ class ObjectMemo:
 
     def keys(self, name: str, objs: Sequence[Mapping[str, Any]]) -> list[ContentKey | int]:
         """Each object's memo key: its digest, or its identity when it has none."""
-        ids = self._ids.get(name, {})
+        ids = self._ids.setdefault(name, {})
         out: list[ContentKey | int] = []
         for o in objs:
             hit = ids.get(id(o))
-            key = hit[1] if hit is not None and hit[0] is o else content_key(o)
+            if hit is not None and hit[0] is o:
+                key = hit[1]
+            else:
+                # Kept until the next replace(), so that asking again (whether to judge
+                # beside the render, then judging) does not hash the object again.
+                key = content_key(o)
+                ids[id(o)] = (o, key)
             out.append(key if key is not None else id(o))
         return out
 
