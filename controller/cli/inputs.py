@@ -339,6 +339,8 @@ def echo_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None = 
         if d.template_location is not None:
             t = d.template_location
             where = t.template + (f":{t.line}" if t.line else "")
+            if t.file:
+                where = t.file + (f":{t.file_line}" if t.file_line else "") + f" ({where})"
         elif d.location is not None:
             where = d.location.file + (f":{d.location.line}" if d.location.line else "")
         print(

@@ -34,7 +34,8 @@ from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
 from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
 from controller.render import RenderResult
-from controller.spec.models import ValidationSettings
+from controller.spec.loader import Locate
+from controller.spec.models import HAProxyTemplateConfigSpec, ValidationSettings
 from controller.validation import (
     FORMATS,
     InvalidOptionError,
@@ -44,6 +45,7 @@ from controller.validation import (
     ValidationReport,
     format_report,
 )
+from controller.validation.lint.locations import config_origin, with_origins
 from controller.validation.report import Counts, ReportMetadata, ReportStatus
 
 EXIT_VALID = 0
@@ -173,8 +175,27 @@ def command(
     except InvalidOptionError as exc:
         raise click.UsageError(str(exc)) from None
     report = asyncio.run(pipeline.validate(render, options=options))
+    if spec is not None:
+        report = with_config_lines(report, spec, inputs.locate, config_path)
     _emit(report, fmt, output, render)
     raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
+
+
+def with_config_lines(
+    report: ValidationReport,
+    spec: HAProxyTemplateConfigSpec,
+    locate: Locate | None,
+    config_path: Path,
+) -> ValidationReport:
+    """The report with every template location completed by the config file's line."""
+    if locate is None:
+        return report
+    try:
+        lines: list[str] | None = config_path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError):
+        lines = None
+    origin = config_origin(spec, locate, lines)
+    return report.model_copy(update={"diagnostics": with_origins(report.diagnostics, origin)})
 
 
 def _raw_settings(path: Path | None, allow: Sequence[str]) -> ValidationSettings:

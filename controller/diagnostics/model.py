@@ -106,6 +106,11 @@ class TemplateLocation(_Wire):
 
     template: str
     line: int | None = None
+    file: str | None = None
+    """The file the template is written in (``config.yaml``), when the command read one."""
+    file_line: int | None = None
+    """The line of ``file`` that holds template line ``line`` (exact for a literal block
+    scalar, ``template: |``; the key's line for any other YAML style)."""
 
 
 class ObjectRef(_Wire):

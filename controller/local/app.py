@@ -37,8 +37,8 @@ from controller.observability.logging import get_logger
 from controller.observability.metrics import METRICS, Metrics
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
-from controller.spec.loader import parse_config
-from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
+from controller.spec.loader import parse_config, read_documents
+from controller.spec.models import KIND, HAProxyTemplateConfigSpec, WatchedResource
 from controller.triggers import (
     Engine,
     ReconcileTrigger,
@@ -46,6 +46,8 @@ from controller.triggers import (
     default_engine,
     spec_rejection,
 )
+from controller.validation.lint import spec_locator
+from controller.validation.lint.locations import Origin, config_origin
 
 __all__ = ["LocalApp", "LocalOptions"]
 
@@ -230,6 +232,7 @@ class LocalApp:
             self._publish_spec_rejection(located)
             return None
         spec = self._override(config.spec)
+        self.console.origin = config_file_origin(spec, file)
         watched = dict(spec.watched_resources)
         if not self._started and adapter is self.adapter:
             self._startup_spec = spec  # adopted by trigger.start() after the initial load
@@ -299,6 +302,23 @@ class LocalApp:
         self.publisher.publish(
             Event(EventKind.RUNTIME, "haproxy", diagnostics=(diag,), message=diag.message)
         )
+
+
+def config_file_origin(spec: HAProxyTemplateConfigSpec, file: Path) -> Origin | None:
+    """Template locations → the config file's lines (``config.yaml:150``), from a fresh read
+    of the file with its line index; None when the file cannot be read back."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    shown = file
+    with contextlib.suppress(ValueError):
+        shown = file.resolve().relative_to(Path.cwd())
+    docs, _ = read_documents(text, str(shown))
+    ours = [lines for doc, lines in docs if isinstance(doc, Mapping) and doc.get("kind") == KIND]
+    if len(ours) != 1:
+        return None
+    return config_origin(spec, spec_locator(str(shown), ours[0]), text.split("\n"))
 
 
 async def _quietly(task: asyncio.Task[None]) -> None:

@@ -20,6 +20,7 @@ from controller.diagnostics import Diagnostic
 from controller.observability.text import escape_controls
 from controller.publish import Event, EventKind
 from controller.validation import format_report
+from controller.validation.lint.locations import Origin, with_origins
 from controller.validation.report import ValidationReport
 
 __all__ = ["ConsoleSink", "format_diagnostics", "safe_diagnostic"]
@@ -75,9 +76,13 @@ def _objects(event: Event) -> str:
     return f"; {shown}" + (f" and {more} more" if more > 0 else "")
 
 
-def _report(event: Event) -> str:
+def _report(event: Event, origin: Origin | None = None) -> str:
     assert event.report is not None
-    text = format_report(_safe_report(event.report), "text", render=event.render)
+    report = event.report
+    if origin is not None:
+        located = with_origins(report.diagnostics, origin)
+        report = report.model_copy(update={"diagnostics": located})
+    text = format_report(_safe_report(report), "text", render=event.render)
     # Quoted rendered lines are the templates' output, not ours: whatever control character
     # got that far is shown, not obeyed. The report's own line breaks stay.
     return escape_controls(text, keep="\n\t")
@@ -91,6 +96,8 @@ class ConsoleSink:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out if out is not None else sys.stdout
         self._inputs: list[Diagnostic] = []
+        self.origin: Origin | None = None
+        """Completes template locations with the config file's lines (set by the app)."""
 
     def __call__(self, event: Event) -> None:
         text = self.format(event)
@@ -121,10 +128,10 @@ class ConsoleSink:
             return "\n".join(lines)
         if event.kind is EventKind.REJECTED:
             head = f"rejected ({event.trigger}{_objects(event)}); {event.fallback()}:"
-            return head + "\n" + _report(event)
+            return head + "\n" + _report(event, self.origin)
         if event.kind is EventKind.SPEC_REJECTED:
             body = (
-                _report(event)
+                _report(event, self.origin)
                 if event.report is not None
                 else format_diagnostics(event.diagnostics[1:])
             )

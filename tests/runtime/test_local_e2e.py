@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 
@@ -61,6 +62,8 @@ async def test_bad_template_output_is_rejected_and_the_old_spec_keeps_serving(
     await running.printed("configuration change rejected")
     text = running.out.getvalue()
     assert "no-such-directive" in text and "E7010" in text
+    # the template line is named with the line of the file the user edits
+    assert re.search(r"template: haproxy\.cfg:\d+, in \S*config\.yaml:\d+", text), text
     assert await running.aget("echo.local", "/") == (200, "echo /")
     # The old spec still renders new objects.
     running.site.ingress("late", "late.local", {"/": "api"})

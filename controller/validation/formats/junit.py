@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from controller.diagnostics import Diagnostic, Phase, Severity
-from controller.validation.formats.text import printable
+from controller.validation.formats.text import printable, template_where
 from controller.validation.report import ValidationReport
 
 __all__ = ["format_junit"]
@@ -25,8 +25,7 @@ def _line(d: Diagnostic) -> str:
         where = d.location.file + (f":{d.location.line}" if d.location.line else "") + ": "
     text = f"{where}{d.rule_id} {d.severity.value}: {d.message}"
     if d.template_location is not None:
-        t = d.template_location
-        text += f" (template {t.template}" + (f":{t.line})" if t.line else ")")
+        text += f" (template {template_where(d.template_location)})"
     if d.occurrences is not None and d.occurrences.count > 1:
         text += f" [{d.occurrences.count} rendered lines]"
     # XML 1.0 cannot carry most control characters at all, and CI pages show them raw.

@@ -100,10 +100,19 @@ def _result(d: Diagnostic, rule_index: dict[str, int]) -> dict[str, Any]:
         }
         if t.line is not None and t.line >= 1:
             physical["region"] = {"startLine": t.line}
-        locations.append({"physicalLocation": physical})
+        if t.file is not None:
+            # The file the template is written in: a real relative URI a code-scanning UI
+            # resolves in the checkout, and the template name as a related location.
+            uri = "file://" + _uri(t.file) if t.file.startswith("/") else _uri(t.file)
+            in_file: dict[str, Any] = {"artifactLocation": {"uri": uri}}
+            if t.file_line is not None and t.file_line >= 1:
+                in_file["region"] = {"startLine": t.file_line}
+            locations.append({"physicalLocation": in_file})
+            related.append({"physicalLocation": physical, "message": {"text": "template"}})
+        else:
+            locations.append({"physicalLocation": physical})
         if d.location is not None:
             rendered = _rendered(d.location)
-            rendered["id"] = 1
             rendered["message"] = {"text": "rendered output"}
             related.append(rendered)
     elif d.location is not None:
@@ -114,12 +123,13 @@ def _result(d: Diagnostic, rule_index: dict[str, int]) -> dict[str, Any]:
             if (loc.file, loc.line) == own:
                 continue
             also = _rendered(loc)
-            also["id"] = len(related) + 2
             also["message"] = {"text": "also rendered here"}
             related.append(also)
     if locations:
         out["locations"] = locations
     if related:
+        for i, x in enumerate(related, start=1):
+            x["id"] = i
         out["relatedLocations"] = related
     props: dict[str, Any] = {"phase": d.phase.value, "severity": d.severity.value}
     if d.suggested_fix:

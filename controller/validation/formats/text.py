@@ -9,12 +9,12 @@ the first few; the stages that did not run are one line, not one finding each.
 
 from __future__ import annotations
 
-from controller.diagnostics import Diagnostic, Severity
+from controller.diagnostics import Diagnostic, Severity, TemplateLocation
 from controller.observability.text import escape_controls
 from controller.render import FileKind, RenderResult
 from controller.validation.report import ValidationReport
 
-__all__ = ["format_text"]
+__all__ = ["format_text", "template_where"]
 
 _MAX_LINE = 200
 
@@ -97,7 +97,7 @@ def _diagnostic(d: Diagnostic, render: RenderResult | None) -> list[str]:
         out.append(printable("      " + _occurrences(d)))
     if d.template_location is not None:
         t = d.template_location
-        out.append(printable(f"      template: {t.template}" + (f":{t.line}" if t.line else "")))
+        out.append(printable(f"      template: {template_where(t)}"))
     if d.object is not None:
         o = d.object
         name = "/".join(p for p in (o.namespace, o.name) if p)
@@ -135,6 +135,15 @@ def _skipped_line(skipped: list[Diagnostic]) -> str:
         by_reason.setdefault(reason or d.message, []).append(d.phase.value)
     parts = [f"{', '.join(phases)} ({reason})" for reason, phases in by_reason.items()]
     return "not run: " + "; ".join(parts)
+
+
+def template_where(t: TemplateLocation) -> str:
+    """``haproxy.cfg:53, in config.yaml:600``: the template line, and the file line that
+    holds it when the command read the config from a file."""
+    out = t.template + (f":{t.line}" if t.line else "")
+    if t.file:
+        out += f", in {t.file}" + (f":{t.file_line}" if t.file_line else "")
+    return out
 
 
 def _plural(n: int, word: str) -> str:
