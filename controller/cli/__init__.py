@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from controller import __version__
-from controller.cli import crd, lint, local, render, run, test, validate
+from controller.cli import crd, lint, local, render, run, test, validate, webhook_config
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,5 +14,5 @@ def main() -> None:
     """haproxy-template-controller: templates in, validated HAProxy configurations out."""
 
 
-for _module in (render, validate, lint, test, local, run, crd):
+for _module in (render, validate, lint, test, local, run, webhook_config, crd):
     main.add_command(_module.command)

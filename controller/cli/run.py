@@ -47,6 +47,14 @@ from controller.operator import OperatorApp, OperatorOptions
 @click.option("--renew-deadline", type=float, default=10.0, show_default=True)
 @click.option("--retry-period", type=float, default=2.0, show_default=True)
 @click.option("--identity", help="This replica's name in the Lease (default: host-pid).")
+@click.option("--webhook-addr", metavar="ADDR", help="Serve the admission webhook (HTTPS) here.")
+@click.option("--webhook-cert", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--webhook-key", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--webhook-allow-on-timeout",
+    is_flag=True,
+    help="Allow, instead of deny, a request whose check overruns the API server's timeout.",
+)
 @click.option(
     "--log-format",
     type=click.Choice(["auto", "json", "console"]),
@@ -69,6 +77,10 @@ def command(
     renew_deadline: float,
     retry_period: float,
     identity: str | None,
+    webhook_addr: str | None,
+    webhook_cert: Path | None,
+    webhook_key: Path | None,
+    webhook_allow_on_timeout: bool,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -92,6 +104,10 @@ def command(
         renew_deadline=renew_deadline,
         retry_period=retry_period,
         identity=identity,
+        webhook_addr=webhook_addr,
+        webhook_cert=webhook_cert,
+        webhook_key=webhook_key,
+        webhook_allow_on_timeout=webhook_allow_on_timeout,
     )
     try:
         app = OperatorApp(options)

@@ -15,7 +15,9 @@ watch set replace the old one. A change of templates or rules lists nothing agai
 
 Every replica watches, keeps its store warm and deploys its own verdict to its own HAProxy (the
 embedded topology). Only the leader writes status and Events; losing the Lease stops that at
-once, and a new leader reconciles at once.
+once, and a new leader reconciles at once. In the fleet topology (``dataplane`` options) no
+HAProxy runs here: the targets are the HAProxy pods found by label (``fleet_pods.py``), and
+only the leader deploys to them.
 """
 
 from __future__ import annotations
@@ -34,10 +36,17 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.deploy import HAProxySupervisor, MasterSocketTarget, find_haproxy
+from controller.deploy import (
+    DeployTarget,
+    Fleet,
+    HAProxySupervisor,
+    MasterSocketTarget,
+    find_haproxy,
+)
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability.logging import get_logger
 from controller.observability.metrics import METRICS, Metrics
+from controller.operator.fleet_pods import DataplaneSettings, FleetPods
 from controller.operator.kube import KubeConnection, connect
 from controller.operator.leader import LeaderElector, LeaseSettings
 from controller.operator.publication import ClusterPublication
@@ -49,11 +58,13 @@ from controller.operator.watchset import (
     WatchSet,
     apply_delivery,
 )
+from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
 from controller.spec.loader import parse_config
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.triggers import ReconcileTrigger, default_engine, spec_rejection
+from controller.triggers.admission import AdmissionDecision, AdmissionJudge
 
 __all__ = ["OperatorApp", "OperatorOptions"]
 
@@ -71,6 +82,9 @@ class OperatorOptions:
     """Overrides ``extraContext.listen``."""
     status_addr: str | None = "127.0.0.1:9180"
     work_dir: Path | None = None
+    dataplane: DataplaneSettings | None = None
+    """The fleet topology (``--deploy dataplane``): HAProxy pods through their Data Plane API,
+    and no local HAProxy. None: the embedded topology."""
     leader_election: bool = True
     lease_name: str = "haproxy-template-controller"
     lease_namespace: str | None = None
@@ -81,6 +95,11 @@ class OperatorOptions:
     identity: str | None = None
     drift_interval: float = 5.0
     sync_timeout: float = 300.0
+    webhook_addr: str | None = None
+    """Address of the admission webhook (HTTPS); None runs none."""
+    webhook_cert: Path | None = None
+    webhook_key: Path | None = None
+    webhook_allow_on_timeout: bool = False
 
 
 class OperatorApp:
@@ -117,16 +136,31 @@ class OperatorApp:
             metrics=self.metrics,
             on_event=self._haproxy_event,
         )
-        # The embedded topology: this replica's own HAProxy. The fleet topology adds (or
-        # replaces) targets here; the trigger deploys to whatever this list holds.
-        self.targets = [
-            MasterSocketTarget(
-                self.deploy_dir,
-                self.work_dir / "master.sock",
-                process=self.supervisor,
+        # The trigger deploys to whatever this list holds: this replica's own HAProxy (the
+        # embedded topology), or the fleet of HAProxy pods, which only the leader fills.
+        self.fleet: Fleet | None = None
+        self.fleet_pods: FleetPods | None = None
+        self.targets: list[DeployTarget]
+        if options.dataplane is not None:
+            fleet = self.fleet = Fleet("haproxy", concurrency=8)
+            self.fleet_pods = FleetPods(
+                self.api,
+                fleet,
+                options.dataplane,
                 metrics=self.metrics,
+                on_change=self.cluster.refresh_targets,
             )
-        ]
+            self.cluster.targets = lambda: [s.to_dict() for s in fleet.status()]
+            self.targets = [fleet]
+        else:
+            self.targets = [
+                MasterSocketTarget(
+                    self.deploy_dir,
+                    self.work_dir / "master.sock",
+                    process=self.supervisor,
+                    metrics=self.metrics,
+                )
+            ]
         self.store = Store({})
         self.trigger = ReconcileTrigger(
             self.store,
@@ -136,6 +170,25 @@ class OperatorApp:
             metrics=self.metrics,
             drift_interval=options.drift_interval,
         )
+        self.judge = AdmissionJudge(
+            engine=lambda: self.trigger.engine if self.synced else None,
+            view=lambda: self.store.snapshot() if self.synced else None,
+            baseline_valid=self._baseline_valid,
+            engine_factory=default_engine(self.binary),
+            allow_on_timeout=options.webhook_allow_on_timeout,
+        )
+        self.webhook: WebhookServer | None = None
+        if options.webhook_addr:
+            if options.webhook_cert is None or options.webhook_key is None:
+                raise ValueError("--webhook-addr needs --webhook-cert and --webhook-key")
+            self.webhook = WebhookServer(
+                WebhookSettings(options.webhook_addr, options.webhook_cert, options.webhook_key),
+                self.judge,
+                watched=lambda: dict(self.store.watched()),
+                config_ref=(options.namespace, options.config),
+                spec_override=self._override,
+                on_decision=self._admitted,
+            )
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(
@@ -172,10 +225,16 @@ class OperatorApp:
     async def start(self) -> None:
         if self.server is not None:
             await self.server.start()
+        if self.webhook is not None:
+            # Up before the first watch set and independent of every later one; it answers
+            # "not synced yet" until the store is filled.
+            await self.webhook.start()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.cluster.start()
+        if self.fleet_pods is not None:
+            self.fleet_pods.start()
         if self.elector is None:
-            self.cluster.active = True
+            self._lead()
         else:
             self._spawn(self.elector.run())
         self._spawn(self._probe_api())
@@ -210,9 +269,15 @@ class OperatorApp:
         for watch_set in list(self._sets.values()):
             await watch_set.stop()
         await self.trigger.stop()
+        if self.fleet_pods is not None:
+            await self.fleet_pods.stop()
+        if self.fleet is not None:
+            await self.fleet.close()
         await self.cluster.drain(2.0)
         await self.cluster.stop()
         await self.supervisor.stop()
+        if self.webhook is not None:
+            await self.webhook.stop()
         if self.server is not None:
             await self.server.stop()
         if self._unsubscribe is not None:
@@ -278,11 +343,13 @@ class OperatorApp:
                 spec_rejection(list(diags), running=self.trigger.engine is not None)
             )
             return None
-        spec = config.spec
-        if self.options.listen is not None:
-            extra = {**spec.extra_context, "listen": self.options.listen}
-            spec = spec.model_copy(update={"extra_context": extra})
-        return spec
+        return self._override(config.spec)
+
+    def _override(self, spec: HAProxyTemplateConfigSpec) -> HAProxyTemplateConfigSpec:
+        if self.options.listen is None:
+            return spec
+        extra = {**spec.extra_context, "listen": self.options.listen}
+        return spec.model_copy(update={"extra_context": extra})
 
     def _note_config(self, body: dict[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -417,15 +484,37 @@ class OperatorApp:
             len(store.collection(item.collection))
         )
 
+    # --- admission ------------------------------------------------------------------------
+
+    def _baseline_valid(self) -> bool:
+        report = self.trigger.last_report
+        return report is None or report.valid
+
+    def _admitted(self, request: dict[str, Any], decision: AdmissionDecision) -> None:
+        ref = request.get("namespace"), request.get("name")
+        _log.info(
+            "admission " + ("allowed" if decision.allowed else "denied"),
+            kind=(request.get("kind") or {}).get("kind"),
+            object=f"{ref[0]}/{ref[1]}",
+            operation=request.get("operation"),
+            dry_run=bool(request.get("dryRun")),
+            checksum=decision.checksum,
+            rule_ids=list(decision.rule_ids),
+        )
+
     # --- leadership -----------------------------------------------------------------------
 
     def _lead(self) -> None:
         self.cluster.active = True
+        if self.fleet_pods is not None:
+            self.fleet_pods.lead()
         if self.started:
             self.trigger.notify(trigger="leader")
 
     def _follow(self) -> None:
         self.cluster.active = False
+        if self.fleet_pods is not None:
+            self.fleet_pods.follow()
 
     # --- health ---------------------------------------------------------------------------
 
@@ -451,10 +540,12 @@ class OperatorApp:
             return "the watches have not finished their initial lists"
         if self.watch is not None and self.watch.failed is not None:
             return "the watches stopped"
+        if self.fleet_pods is not None and not self.fleet_pods.synced.is_set():
+            return "the HAProxy pods have not been listed yet"
         return None
 
     def _haproxy_running(self) -> bool:
-        return self.supervisor.running()
+        return self.fleet is not None or self.supervisor.running()
 
     def _haproxy_event(self, diag: Diagnostic) -> None:
         self.publisher.publish(

@@ -1,0 +1,188 @@
+"""The admission webhook server: AdmissionReview over HTTPS in, the admission trigger's answer out.
+
+aiohttp beside kopf rather than kopf's own webhook machinery: kopf's admission server belongs to
+one operator (one registry), and ours must outlive the watch sets, which come and go with
+``watchedResources``; it also needs certificate reloads and our own routing of the config CR.
+The server starts before the first watch set and stops after the last one.
+
+* ``POST /validate`` takes ``admission.k8s.io/v1`` AdmissionReviews for watched objects and
+  for the HAProxyTemplateConfig; anything else (a body that is not JSON, not a review, no
+  ``uid``) gets a 400 with the reason, never a crash.
+* The deadline of each judgement is the ``timeout`` the API server passes in the URL query
+  (``?timeout=10s``, which the API server adds), or 10 s, minus a margin.
+* The certificate and key are reloaded when their files change (a rotated Secret), without a
+  restart: the check is a stat per second.
+* ``dryRun`` requests get the same answer; nothing is published for any request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from controller.observability.logging import get_logger
+from controller.operator.watchset import CONFIG_GROUP
+from controller.spec.loader import parse_config
+from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
+from controller.triggers.admission import AdmissionDecision, AdmissionJudge
+
+__all__ = ["WebhookServer", "WebhookSettings"]
+
+_log = get_logger("controller.operator.webhook")
+
+MARGIN = 0.5
+"""Seconds kept back from the API server's timeout for the answer to travel."""
+_MAX_BODY = 8 << 20
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    addr: str
+    cert: Path
+    key: Path
+    default_timeout: float = 10.0
+
+
+class WebhookServer:
+    def __init__(
+        self,
+        settings: WebhookSettings,
+        judge: AdmissionJudge,
+        *,
+        watched: Callable[[], dict[str, WatchedResource]],
+        config_ref: tuple[str, str],
+        spec_override: Callable[[HAProxyTemplateConfigSpec], HAProxyTemplateConfigSpec],
+        on_decision: Callable[[dict[str, Any], AdmissionDecision], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.judge = judge
+        self.watched = watched
+        self.namespace, self.name = config_ref
+        self.spec_override = spec_override
+        self.on_decision = on_decision
+        host, _, port = settings.addr.rpartition(":")
+        self.host, self.port = host.strip("[]") or "0.0.0.0", int(port)
+        self._ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._stamp: tuple[float, float] | None = None
+        self._runner: web.AppRunner | None = None
+        self._reloader: asyncio.Task[None] | None = None
+        self.requests = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._load_cert()
+        app = web.Application(client_max_size=_MAX_BODY)
+        app.router.add_post("/validate", self._validate)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, self.host, self.port, ssl_context=self._ssl).start()
+        self._runner = runner
+        if runner.addresses:
+            self.port = int(runner.addresses[0][1])
+        self._reloader = asyncio.create_task(self._watch_cert(), name="webhook-cert")
+
+    async def stop(self) -> None:
+        if self._reloader is not None:
+            self._reloader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reloader
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _load_cert(self) -> None:
+        s = self.settings
+        stamp = (os.stat(s.cert).st_mtime, os.stat(s.key).st_mtime)
+        if stamp == self._stamp:
+            return
+        self._ssl.load_cert_chain(s.cert, s.key)
+        if self._stamp is not None:
+            _log.info("webhook certificate reloaded", cert=str(s.cert))
+        self._stamp = stamp
+
+    async def _watch_cert(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                self._load_cert()
+            except (OSError, ssl.SSLError) as exc:  # mid-rotation: keep the old pair
+                _log.warning("webhook certificate not reloaded", error=str(exc))
+
+    # --- requests -------------------------------------------------------------------------
+
+    async def _validate(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _timeout(request.query.get("timeout"), self.settings) - MARGIN
+        try:
+            review = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _bad(f"the body is not JSON: {exc}")
+        req = review.get("request") if isinstance(review, dict) else None
+        if not isinstance(req, dict) or not isinstance(req.get("uid"), str):
+            return _bad("not an admission.k8s.io/v1 AdmissionReview with request.uid")
+        try:
+            decision = await self._decide(req, deadline)
+        except Exception as exc:  # hostile input must never take the server down
+            _log.exception("admission request failed", uid=req.get("uid"))
+            decision = AdmissionDecision(False, f"the request could not be judged: {exc!r}")
+        if self.on_decision is not None:
+            with contextlib.suppress(Exception):
+                self.on_decision(req, decision)
+        response: dict[str, Any] = {"uid": req["uid"], "allowed": decision.allowed}
+        if not decision.allowed:
+            response["status"] = {"code": 403, "reason": "Forbidden", "message": decision.message}
+        if decision.warnings:
+            response["warnings"] = list(decision.warnings)
+        return web.json_response(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+        )
+
+    async def _decide(self, req: dict[str, Any], deadline: float) -> AdmissionDecision:
+        kind = req.get("kind") or {}
+        if not isinstance(kind, dict):
+            raise ValueError("request.kind must be an object")
+        group, version, name = kind.get("group", ""), kind.get("version"), kind.get("kind")
+        operation = str(req.get("operation", ""))
+        obj, old = req.get("object"), req.get("oldObject")
+        if group == CONFIG_GROUP and name == "HAProxyTemplateConfig":
+            if (req.get("namespace"), req.get("name")) != (self.namespace, self.name):
+                return AdmissionDecision(True, "another controller's configuration")
+            if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+                return AdmissionDecision(True)
+            config, errors = parse_config(obj)
+            spec = self.spec_override(config.spec) if config is not None else None
+            return await self.judge.judge_spec(spec, errors, deadline=deadline)
+        api_version = f"{group}/{version}" if group else str(version)
+        for collection, watched in sorted(self.watched().items()):
+            if watched.api_version == api_version and watched.kind == name and watched.admission:
+                return await self.judge.judge_object(
+                    collection,
+                    operation,
+                    obj if isinstance(obj, dict) else None,
+                    old if isinstance(old, dict) else None,
+                    deadline=deadline,
+                )
+        return AdmissionDecision(True, f"{name} is not judged by this controller")
+
+
+def _timeout(value: str | None, settings: WebhookSettings) -> float:
+    if value and value.endswith("s"):
+        with contextlib.suppress(ValueError):
+            return max(float(value[:-1]), 1.0)
+    return settings.default_timeout
+
+
+def _bad(message: str) -> web.Response:
+    return web.json_response({"error": message}, status=400)
