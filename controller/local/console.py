@@ -96,6 +96,8 @@ class ConsoleSink:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out if out is not None else sys.stdout
         self._inputs: list[Diagnostic] = []
+        self._rejected = False
+        """The latest verdict was a rejection: the next deploy says the set is valid again."""
         self.origin: Origin | None = None
         """Completes template locations with the config file's lines (set by the app)."""
 
@@ -109,6 +111,14 @@ class ConsoleSink:
         checksum = (event.checksum or "")[:12]
         if event.kind is EventKind.DEPLOYED:
             results = event.results
+            recovered = self._rejected
+            self._rejected = False
+            if recovered:
+                line = f"valid again: {checksum} serving ({event.trigger}{_objects(event)})"
+                if any(r.outcome.value != "unchanged" for r in results):
+                    ms = sum(r.duration_ms for r in results)
+                    line += f", deployed in {ms:.0f} ms"
+                return line
             if all(r.outcome.value == "unchanged" for r in results):
                 return ""  # a resync or an edit that changed nothing HAProxy sees
             ms = sum(r.duration_ms for r in results)
@@ -127,6 +137,7 @@ class ConsoleSink:
             ]
             return "\n".join(lines)
         if event.kind is EventKind.REJECTED:
+            self._rejected = True
             head = f"rejected ({event.trigger}{_objects(event)}); {event.fallback()}:"
             return head + "\n" + _report(event, self.origin)
         if event.kind is EventKind.SPEC_REJECTED:

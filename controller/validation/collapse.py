@@ -9,6 +9,8 @@ and how far it reaches. Two steps, after finalization has filtered, sorted and d
    lines all come from one template line (and that name the same object, if any) become one
    diagnostic: the first in report order, with :class:`~controller.diagnostics.Occurrences`
    carrying how many rendered lines it stands for and the first few of them.
+   Outputs not rendered because of one root cause (``E1008 … root cause: …``) are one
+   finding too, listing the outputs.
 2. **Schema and HAProxy about the same words** — our schema stage and ``haproxy -c`` often
    see the same mistake on the same rendered line (``unknown keyword 'balanse'``). Two such
    findings — same rendered line, a quoted word in common — are one: the more severe stays
@@ -48,8 +50,8 @@ class _Group:
 
     def add(self, d: Diagnostic) -> None:
         loc = d.location
-        if loc is not None and loc.line is not None:
-            self.lines.setdefault((loc.file, loc.line), loc)
+        if loc is not None:
+            self.lines.setdefault((loc.file, loc.line or 0), loc)
         self.messages.append(d.message)
 
     def words(self) -> set[str]:
@@ -59,7 +61,14 @@ class _Group:
         return out
 
 
+_ROOT_CAUSE = "root cause: "
+
+
 def _key(d: Diagnostic) -> tuple[object, ...] | None:
+    at = d.message.find(_ROOT_CAUSE)
+    if at >= 0 and d.location is not None:
+        # A cascade (an output not rendered because of another's failure): one per root cause.
+        return ("cascade", d.rule_id, d.severity, d.phase, d.message[at:])
     t = d.template_location
     if t is None or t.line is None or d.location is None or d.location.line is None:
         return None
@@ -76,7 +85,7 @@ def _groups(ordered: Sequence[Diagnostic]) -> list[_Group]:
     rank: dict[tuple[object, ...], int] = {}
     for pos, d in enumerate(ordered):
         key = _key(d)
-        if key is not None:
+        if key is not None and key[0] != "cascade":
             loc = d.location
             assert loc is not None
             on_line = (*key, loc.file, loc.line)
@@ -115,13 +124,15 @@ def _merge_phases(groups: list[_Group]) -> int:
         hw = h.words()
         partner: _Group | None = None
         for where in h.lines:
+            if not where[1]:
+                continue
             for s in by_line.get(where, ()):
                 if not s.absorbed and hw & words[id(s)]:
                     partner = s
                     break
             if partner is not None:
                 break
-        if partner is None and not h.lines:
+        if partner is None and not any(line for _, line in h.lines):
             for w in sorted(hw):
                 candidates = [s for s in by_word.get(w, ()) if not s.absorbed]
                 if candidates:
@@ -174,7 +185,7 @@ def _result(g: _Group) -> Diagnostic:
     shown = [g.lines[k] for k in sorted(g.lines)[:SHOWN_OCCURRENCES]]
     first = g.first
     loc = first.location
-    if loc is not None and loc.line is not None and (loc.file, loc.line) in g.lines:
+    if loc is not None and (loc.file, loc.line or 0) in g.lines:
         own = (loc.file, loc.line)
         shown = [loc, *[x for x in shown if (x.file, x.line) != own]][:SHOWN_OCCURRENCES]
     return first.model_copy(

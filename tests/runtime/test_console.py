@@ -123,3 +123,20 @@ async def test_hostile_names_and_messages_are_escaped() -> None:
     assert "\\x1b[2J" in text and "\\u2028" in text and "\\x9b" in text
     assert not any(line.startswith("deployed") for line in text.splitlines())
     assert "x\\x1b[2J\\x1b[31m\\ndeployed 000000000000" in text
+
+
+async def test_a_deploy_after_a_rejection_says_valid_again() -> None:
+    out = io.StringIO()
+    sink = ConsoleSink(out)
+    good = (await PIPELINE.check(RenderResult(files()))).validated
+    assert good is not None
+    bad = make("E1004", Phase.RENDER, "boom", location=Location(file="haproxy.cfg", line=1))
+    verdict = await PIPELINE.check(RenderResult(files(), diagnostics=(bad,)))
+    sink(Event.rejected("change", verdict.report, serving=good.checksum))
+    # the fix restores the bytes already running: HAProxy sees no change, the reader must
+    same = DeployResult("local", DeployOutcome.UNCHANGED, good.checksum, good.checksum)
+    sink(Event.deployed("change", good, [same], objects=["Ingress/default/b"]))
+    sink(Event.deployed("resync", good, [same]))  # and only once
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == f"valid again: {good.checksum[:12]} serving (change; Ingress/default/b)"
+    assert sum(line.startswith("valid again") for line in lines) == 1

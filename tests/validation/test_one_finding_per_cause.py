@@ -190,3 +190,26 @@ def test_unlocated_haproxy_warning_needs_a_distinctive_word() -> None:
     _, out = collapse(given)  # type: ignore[arg-type]
     assert [d.rule_id for d in out] == ["W3017", "W4003"]
     assert out[1].message == "proxy 'backend' has no server"
+
+
+def test_outputs_not_rendered_for_one_root_cause_are_one_finding() -> None:
+    cause = "root cause: E5003 ingresses rule hosts on default/echo: bad host"
+    given = [
+        make(
+            "E1008",
+            Phase.RENDER,
+            f"certificates['tls-{i:02}.pem'] was not rendered: {cause}",
+            location=Location(file=f"certs/tls-{i:02}.pem"),
+        )
+        for i in range(30)
+    ]
+    other = "root cause: E1004 something else"
+    given.append(make("E1008", Phase.RENDER, f"x: {other}", location=Location(file="maps/x.map")))
+    _, out = collapse(given)
+    assert len(out) == 2
+    assert out[0].occurrences is not None and out[0].occurrences.count == 30
+    assert [x.file for x in out[0].occurrences.locations][:2] == [
+        "certs/tls-00.pem",
+        "certs/tls-01.pem",
+    ]
+    assert out[1].occurrences is None

@@ -116,10 +116,14 @@ def _occurrences(d: Diagnostic) -> str:
     parts: list[str] = []
     last_file = None
     for x in others:
-        parts.append(f"{x.file}:{x.line}" if x.file != last_file else str(x.line))
+        if x.line is None:
+            parts.append(x.file)
+        else:
+            parts.append(f"{x.file}:{x.line}" if x.file != last_file else str(x.line))
         last_file = x.file
     more = ", …" if occ.count - 1 > len(others) else ""
-    lines = _plural(occ.count - 1, "more rendered line")
+    n = occ.count - 1
+    lines = _plural(n, "more rendered line") if any(x.line for x in occ.locations) else f"{n} more"
     return f"and {lines} like it: {', '.join(parts)}{more}"
 
 
