@@ -1,6 +1,6 @@
 """``htc run`` against the real control plane: startup, update and burst latencies, RSS.
 
-    python bench/operator.py --objects 1000 [--haproxy BIN] [--json]
+    python bench/operator_e2e.py --objects 1000 [--haproxy BIN] [--json]
 
 Creates N Ingresses, N Services and N EndpointSlices through the API (the test bed's control
 plane), then starts ``htc run`` as a user would. "Serving" means a request through HAProxy
@@ -16,7 +16,9 @@ Figures:
   until the last one serves;
 - ``rssMb``: resident memory of the ``htc run`` process after sync.
 
-Needs root (pod network) and Go (control plane).
+Needs root (pod network) and Go (control plane). Named ``operator_e2e``, not ``operator``: a
+``bench/operator.py`` would shadow the standard library's ``operator`` module for every script
+here (Python puts the script's directory first on ``sys.path``).
 """
 
 from __future__ import annotations
