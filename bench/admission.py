@@ -12,7 +12,7 @@ objects) with the quickstart library. Figures:
 - ``unchangedP99Ms``: proposals the templates ignore (another ingress class): the output
   checksum is unchanged, so the verdict cache answers;
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median); ``cores``;
-  ``floorMs = concurrency × haproxyMs ÷ cores``, the least any design could take for the
+  ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
   concurrent burst.
 
 ``kubectlApplyP50Ms`` (through the real API server) is measured by
