@@ -1,4 +1,8 @@
-"""`htc run`: the controller in a cluster (kopf watches, leader election, status, Events)."""
+"""`htc run`: the controller in a cluster (kopf watches, leader election, status, Events).
+
+``--deploy embedded`` (the default) runs a HAProxy beside each replica; ``--deploy dataplane``
+deploys to the HAProxy pods that ``--haproxy-selector`` finds, through their Data Plane API
+(docs/topologies.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from controller.cli.local import CannotStart
 from controller.deploy import HAProxyNotFound
 from controller.observability.logging import configure
 from controller.operator import OperatorApp, OperatorOptions
+from controller.operator.fleet_pods import DataplaneSettings
 
 
 @click.command(name="run")
@@ -21,7 +26,11 @@ from controller.operator import OperatorApp, OperatorOptions
 )
 @click.option("--namespace", required=True, help="Namespace of the HAProxyTemplateConfig.")
 @click.option("--config", "config", required=True, help="Name of the HAProxyTemplateConfig.")
-@click.option("--haproxy", metavar="BIN", help="haproxy binary to run and validate with.")
+@click.option(
+    "--haproxy",
+    metavar="BIN",
+    help="haproxy binary to validate with (and, with --deploy embedded, to run).",
+)
 @click.option("--listen", metavar="ADDR", help="Frontend address (sets extraContext.listen).")
 @click.option(
     "--status-addr",
@@ -34,6 +43,33 @@ from controller.operator import OperatorApp, OperatorOptions
     "--work-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the deployed files and the master socket go (default: a temporary directory).",
+)
+@click.option(
+    "--deploy",
+    type=click.Choice(["embedded", "dataplane"]),
+    default="embedded",
+    show_default=True,
+    help="embedded: run and reload a HAProxy here; dataplane: deploy to the HAProxy pods "
+    "--haproxy-selector finds, through their Data Plane API (the leader only).",
+)
+@click.option(
+    "--haproxy-selector", metavar="LABELS", help="Label selector of the HAProxy pods (dataplane)."
+)
+@click.option(
+    "--haproxy-namespace", metavar="NS", help="Namespace of the HAProxy pods (default: --namespace)."
+)
+@click.option("--dataplane-port", type=int, default=5555, show_default=True)
+@click.option(
+    "--dataplane-secret",
+    metavar="NAME",
+    default="dataplane-credentials",
+    show_default=True,
+    help="Secret in the HAProxy namespace with the keys username and password.",
+)
+@click.option(
+    "--dataplane-ca",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="CA bundle the Data Plane APIs' certificates chain to (then HTTPS).",
 )
 @click.option(
     "--leader-election/--no-leader-election",
@@ -70,6 +106,12 @@ def command(
     listen: str | None,
     status_addr: str,
     work_dir: Path | None,
+    deploy: str,
+    haproxy_selector: str | None,
+    haproxy_namespace: str | None,
+    dataplane_port: int,
+    dataplane_secret: str,
+    dataplane_ca: Path | None,
     leader_election: bool,
     lease_name: str,
     lease_namespace: str | None,
@@ -89,6 +131,21 @@ def command(
     configure(fmt=log_format, level=log_level, stream=sys.stderr)  # type: ignore[arg-type]
     if not renew_deadline < lease_duration:
         raise CannotStart("--renew-deadline must be shorter than --lease-duration")
+    dataplane = None
+    if deploy == "dataplane":
+        if not haproxy_selector:
+            raise CannotStart("--deploy dataplane needs --haproxy-selector")
+        dataplane = DataplaneSettings(
+            namespace=haproxy_namespace or namespace,
+            selector=haproxy_selector,
+            port=dataplane_port,
+            secret=dataplane_secret,
+            ca=dataplane_ca.read_text() if dataplane_ca else None,
+        )
+    elif haproxy_selector or haproxy_namespace or dataplane_ca:
+        raise CannotStart(
+            "--haproxy-selector, --haproxy-namespace and --dataplane-ca need --deploy dataplane"
+        )
     options = OperatorOptions(
         namespace=namespace,
         config=config,
@@ -97,6 +154,7 @@ def command(
         listen=listen,
         status_addr=None if status_addr == "off" else status_addr,
         work_dir=work_dir,
+        dataplane=dataplane,
         leader_election=leader_election,
         lease_name=lease_name,
         lease_namespace=lease_namespace,

@@ -45,6 +45,7 @@ from controller.triggers import (
     SpecDecision,
     default_engine,
     spec_rejection,
+    with_listen,
 )
 from controller.validation.lint import spec_locator
 from controller.validation.lint.locations import Origin, config_origin
@@ -249,10 +250,7 @@ class LocalApp:
         return None
 
     def _override(self, spec: HAProxyTemplateConfigSpec) -> HAProxyTemplateConfigSpec:
-        if self.options.listen is None:
-            return spec
-        extra = {**spec.extra_context, "listen": self.options.listen}
-        return spec.model_copy(update={"extra_context": extra})
+        return with_listen(spec, self.options.listen)
 
     async def _propose(self, spec: HAProxyTemplateConfigSpec) -> SpecDecision:
         decision = await self.trigger.propose_spec(spec)

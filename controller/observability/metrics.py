@@ -194,6 +194,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.fleet_pods = Gauge(
+            f"{PREFIX}_fleet_pods",
+            "HAProxy pods of the fleet topology (htc run --deploy dataplane) by state: found "
+            "by the selector, ready (with an address), joined (deployed to by this replica).",
+            ["state"],
+            registry=r,
+        )
         self.k8s_events = Counter(
             f"{PREFIX}_kubernetes_events",
             "Kubernetes Events posted, by type (Normal, Warning) and result (posted, deduplicated, throttled, error).",

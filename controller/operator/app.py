@@ -47,6 +47,7 @@ from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability.logging import get_logger
 from controller.observability.metrics import METRICS, Metrics
 from controller.operator.fleet_pods import DataplaneSettings, FleetPods
+from controller.operator.ingress_status import IngressStatus
 from controller.operator.kube import KubeConnection, connect
 from controller.operator.leader import LeaderElector, LeaseSettings
 from controller.operator.publication import ClusterPublication
@@ -63,7 +64,7 @@ from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusS
 from controller.resources import Store
 from controller.spec.loader import parse_config
 from controller.spec.models import HAProxyTemplateConfigSpec
-from controller.triggers import ReconcileTrigger, default_engine, spec_rejection
+from controller.triggers import ReconcileTrigger, default_engine, spec_rejection, with_listen
 from controller.triggers.admission import AdmissionDecision, AdmissionJudge
 
 __all__ = ["OperatorApp", "OperatorOptions"]
@@ -100,6 +101,12 @@ class OperatorOptions:
     webhook_cert: Path | None = None
     webhook_key: Path | None = None
     webhook_allow_on_timeout: bool = False
+    ingress_classes: tuple[str, ...] = ("haproxy",)
+    """IngressClass names the templates serve: their Ingresses get the published address."""
+    publish_address: str | None = None
+    """Address written into status.loadBalancer of the Ingresses served; None writes none."""
+    publish_service: tuple[str, str] | None = None
+    """Or: the addresses of this Service (namespace, name)."""
 
 
 class OperatorApp:
@@ -189,6 +196,17 @@ class OperatorApp:
                 spec_override=self._override,
                 on_decision=self._admitted,
             )
+        self.ingress_status: IngressStatus | None = None
+        if options.publish_address or options.publish_service:
+            self.ingress_status = IngressStatus(
+                self.api,
+                self.metrics,
+                lambda: self.store.snapshot() if self.synced else None,
+                classes=options.ingress_classes,
+                address=options.publish_address,
+                service=options.publish_service,
+            )
+            self.publisher.add_sink(self.ingress_status)
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(
@@ -231,6 +249,8 @@ class OperatorApp:
             await self.webhook.start()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.cluster.start()
+        if self.ingress_status is not None:
+            self.ingress_status.start()
         if self.fleet_pods is not None:
             self.fleet_pods.start()
         if self.elector is None:
@@ -275,6 +295,8 @@ class OperatorApp:
             await self.fleet.close()
         await self.cluster.drain(2.0)
         await self.cluster.stop()
+        if self.ingress_status is not None:
+            await self.ingress_status.stop()
         await self.supervisor.stop()
         if self.webhook is not None:
             await self.webhook.stop()
@@ -346,10 +368,7 @@ class OperatorApp:
         return self._override(config.spec)
 
     def _override(self, spec: HAProxyTemplateConfigSpec) -> HAProxyTemplateConfigSpec:
-        if self.options.listen is None:
-            return spec
-        extra = {**spec.extra_context, "listen": self.options.listen}
-        return spec.model_copy(update={"extra_context": extra})
+        return with_listen(spec, self.options.listen)
 
     def _note_config(self, body: dict[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -506,6 +525,8 @@ class OperatorApp:
 
     def _lead(self) -> None:
         self.cluster.active = True
+        if self.ingress_status is not None:
+            self.ingress_status.active = True
         if self.fleet_pods is not None:
             self.fleet_pods.lead()
         if self.started:
@@ -513,6 +534,8 @@ class OperatorApp:
 
     def _follow(self) -> None:
         self.cluster.active = False
+        if self.ingress_status is not None:
+            self.ingress_status.active = False
         if self.fleet_pods is not None:
             self.fleet_pods.follow()
 

@@ -12,6 +12,9 @@ deployed event is only built from a ``ValidatedFileSet``).
 * Events are deduplicated per (reason, checksum) and throttled (a token bucket), so a burst of
   rejected edits cannot flood the API server. A rejection's Event goes on the config and on
   every object its findings name.
+* In the fleet topology ``status.targets`` lists each HAProxy pod's last deploy (``targets``
+  gives them). It goes with every verdict's status, and on its own when pods join or leave,
+  or a drift repair changed one (:meth:`refresh_targets`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +42,8 @@ _log = get_logger("controller.operator.publication")
 CONTROLLER_NAME = "haproxy-template.dev/controller"
 _NOTE_MAX = 1000
 _MAX_IDS = 20
+_MAX_TARGETS = 1000
+_TARGET_ERROR_MAX = 1000
 
 
 def _first_errors(diags: tuple[Diagnostic, ...], n: int) -> list[Diagnostic]:
@@ -76,6 +81,9 @@ class ClusterPublication:
         self.generation: int | None = None
         """Generation of the spec the running engine came from (observedGeneration)."""
         self.uid: str | None = None
+        self.targets: Callable[[], list[dict[str, Any]]] | None = None
+        """The fleet's per-pod status (``status.targets``); None in the embedded topology."""
+        self._targets_written: list[dict[str, Any]] | None = None
         self._conditions: dict[str, dict[str, Any]] = {}
         self._status: dict[str, Any] = {}
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -111,6 +119,8 @@ class ClusterPublication:
         status = self._status_for(event)
         if status is not None:
             self._queue.put_nowait(("status", status))
+        elif event.kind is EventKind.RUNTIME:
+            self.refresh_targets()  # a drift repair may have changed a pod's line
         for note in self._events_for(event):
             self._queue.put_nowait(("event", note))
 
@@ -197,11 +207,39 @@ class ClusterPublication:
             "Serving" if serving else "NothingServing",
             f"HAProxy runs {serving}" if serving else "no validated configuration is running",
         )
-        return {
+        return self._full_status()
+
+    def _full_status(self) -> dict[str, Any]:
+        status = {
             **self._status,
             "observedGeneration": self.generation,
             "conditions": list(self._conditions.values()),
         }
+        if self.targets is not None:
+            status["targets"] = self._targets_written = self._target_lines()
+        return status
+
+    def _target_lines(self) -> list[dict[str, Any]]:
+        assert self.targets is not None
+        return [
+            {k: (v[:_TARGET_ERROR_MAX] if k == "error" and isinstance(v, str) else v)
+             for k, v in line.items() if v is not None}
+            for line in self.targets()[:_MAX_TARGETS]
+        ]  # fmt: skip
+
+    def refresh_targets(self) -> None:
+        """Write ``status.targets`` when it changed (pods joined or left, a drift repair)."""
+        if not self.active or self.targets is None:
+            return
+        lines = self._target_lines()
+        if lines == self._targets_written:
+            return
+        if self._conditions:
+            self._queue.put_nowait(("status", self._full_status()))
+        else:
+            # No verdict yet: the other fields are a previous leader's, left as they are.
+            self._targets_written = lines
+            self._queue.put_nowait(("status", {"targets": lines}))
 
     def _events_for(self, event: Event) -> list[dict[str, Any]]:
         kind = event.kind

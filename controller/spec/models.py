@@ -841,6 +841,20 @@ class LastRejection(ApiModel):
     """Its first error messages (at most 5)."""
 
 
+class TargetState(ApiModel):
+    """One HAProxy pod of the fleet topology and its last deploy."""
+
+    pod: str = Field(min_length=1, max_length=253)
+    """Name of the pod (in the HAProxy namespace)."""
+    checksum: str | None = Field(default=None, pattern=SHA256_HEX_PATTERN)
+    """sha256 of the validated file set the pod was last confirmed to run; absent while
+    nothing is confirmed (a pod that just joined, or one whose API failed mid-way)."""
+    last_deployed: Timestamp | None = None
+    """RFC 3339 time of the last deploy that left the pod running a validated set."""
+    error: str | None = Field(default=None, max_length=1024)
+    """The first error of the last attempt, when it failed."""
+
+
 class HAProxyTemplateConfigStatus(ApiModel):
     """Observed state written by the controller."""
 
@@ -858,10 +872,16 @@ class HAProxyTemplateConfigStatus(ApiModel):
     """The latest configuration that failed validation; the last validated one keeps serving."""
     warnings: list[str] = Field(default_factory=list, max_length=20)
     """Warnings of the latest valid report (at most 20), as rule id and message."""
+    targets: list[TargetState] = Field(
+        default_factory=list, max_length=1000, json_schema_extra=_list_map("pod")
+    )
+    """The fleet topology's HAProxy pods (`htc run --deploy dataplane`), one per pod the
+    leader deploys to; empty in the embedded topology."""
 
     @model_validator(mode="after")
     def _one_condition_per_type(self) -> HAProxyTemplateConfigStatus:
         _unique(self.conditions, "type", "condition types")
+        _unique(self.targets, "pod", "target pods")
         return self
 
 

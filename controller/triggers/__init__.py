@@ -9,6 +9,7 @@ from controller.triggers.engine import (
     failure_report,
     spec_lint,
     spec_rejection,
+    with_listen,
 )
 from controller.triggers.reconcile import ReconcileTrigger, SpecDecision
 
@@ -23,4 +24,5 @@ __all__ = [
     "failure_report",
     "spec_lint",
     "spec_rejection",
+    "with_listen",
 ]

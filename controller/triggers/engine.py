@@ -39,6 +39,7 @@ __all__ = [
     "spec_lint",
     "spec_rejection",
     "verdict",
+    "with_listen",
 ]
 
 _log = get_logger("controller.engine")
@@ -114,6 +115,13 @@ def default_engine(binary: str) -> Callable[[HAProxyTemplateConfigSpec], Engine]
         return Engine(spec, RuledRenderer.from_spec(spec), pipeline, lint=spec_lint)
 
     return build
+
+
+def with_listen(spec: HAProxyTemplateConfigSpec, listen: str | None) -> HAProxyTemplateConfigSpec:
+    """``spec`` with ``extraContext.listen`` set (``--listen`` of ``htc local`` and ``htc run``)."""
+    if listen is None:
+        return spec
+    return spec.model_copy(update={"extra_context": {**spec.extra_context, "listen": listen}})
 
 
 def spec_lint(spec: HAProxyTemplateConfigSpec) -> Sequence[Diagnostic]:
