@@ -56,7 +56,9 @@ from controller.operator.fleet_pods import DataplaneSettings
     "--haproxy-selector", metavar="LABELS", help="Label selector of the HAProxy pods (dataplane)."
 )
 @click.option(
-    "--haproxy-namespace", metavar="NS", help="Namespace of the HAProxy pods (default: --namespace)."
+    "--haproxy-namespace",
+    metavar="NS",
+    help="Namespace of the HAProxy pods (default: --namespace).",
 )
 @click.option("--dataplane-port", type=int, default=5555, show_default=True)
 @click.option(
