@@ -5,11 +5,21 @@ control plane's audit log records every request with its user, verb and resource
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fleet_kit import (
+    dataplaneapi,
+    fleet_config,
+    haproxy_ns,
+    haproxy_pods,
+    pod_object,
+    start_fleet_run,
+    targets,
+)
 from operator_kit import (
     backend_manifests,
     condition,
@@ -25,6 +35,7 @@ from controller.testbed.cluster import Namespace
 from controller.testbed.podnet import Pod
 
 pytestmark = pytest.mark.cluster
+__all__ = ["dataplaneapi", "haproxy_ns", "haproxy_pods"]  # fixtures of the fleet test
 
 REPO = Path(__file__).resolve().parents[2]
 SA_NAMESPACE = "haproxy-template-controller"
@@ -46,11 +57,17 @@ def token_kubeconfig(kube: Namespace, path: Path) -> None:
     path.write_text(yaml.safe_dump(admin))
 
 
-def rbac_rules() -> set[tuple[str, str, str]]:
+FLEET_ROLE = "haproxy-template-controller-fleet"
+"""Granted in the HAProxy namespace, used by ``--deploy dataplane`` only."""
+
+
+def rbac_rules(*, fleet: bool = True) -> set[tuple[str, str, str]]:
     """(apiGroup, resource, verb) the shipped RBAC grants the controller."""
     granted = set()
     for doc in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()):
         if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        if not fleet and doc["metadata"]["name"] == FLEET_ROLE:
             continue
         for rule in doc.get("rules") or []:
             for group in rule["apiGroups"]:
@@ -127,7 +144,7 @@ def test_htc_run_works_with_only_the_shipped_rbac(
     refused = sorted({c["call"] for c in calls if c["code"] == 403})
     assert not refused, f"htc run was refused: {refused}"
     made = {c["call"] for c in calls}
-    granted = rbac_rules()
+    granted = rbac_rules(fleet=False)
     # Read grants for kinds this config does not watch are for other configs: not checked.
     watched = {
         w["kind"].lower() + "s"
@@ -135,4 +152,57 @@ def test_htc_run_works_with_only_the_shipped_rbac(
     }
     unused = sorted(g for g in granted - made if g[2] not in ("list", "watch") or g[1] in watched)
     assert not unused, f"rbac.yaml grants what htc run never uses: {unused}"
+    assert made <= granted, f"calls outside the rules: {sorted(made - granted)}"
+
+
+@pytest.mark.parametrize("haproxy_bin", ["2.8"], indirect=True)
+def test_htc_run_dataplane_works_with_only_the_shipped_rbac(
+    kube: Namespace,
+    haproxy_ns: Namespace,
+    haproxy_bin: str,
+    haproxy_pods: Callable[[], Any],
+    tmp_path: Path,
+) -> None:
+    """--deploy dataplane: the fleet's grants (pods list/watch and the credentials Secret in
+    the HAProxy namespace), bound there as deploy/rbac.yaml says, are enough and all used."""
+    kube.plane.kubectl("apply", "-k", str(REPO / "deploy"))
+    haproxy_ns.apply(
+        f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {FLEET_ROLE}, namespace: {haproxy_ns.name}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {FLEET_ROLE}}}
+subjects: [{{kind: ServiceAccount, name: haproxy-template-controller, namespace: {SA_NAMESPACE}}}]
+"""
+    )
+    sa_config = tmp_path / "sa.kubeconfig"
+    token_kubeconfig(kube, sa_config)
+    fleet_config(kube)
+    pod = haproxy_pods()
+    pod_object(haproxy_ns, "haproxy-0", pod.addr)
+    run = start_fleet_run(
+        kube,
+        haproxy_ns,
+        haproxy_bin,
+        tmp_path / "run",
+        "--lease-namespace",
+        SA_NAMESPACE,
+        kubeconfig=sa_config,
+    )
+    try:
+        run.wait_serving()
+        eventually(
+            lambda: bool(targets(kube).get("haproxy-0", {}).get("checksum")),
+            "a deploy to haproxy-0 in status.targets",
+        )
+    finally:
+        run.stop()
+
+    calls = audited_calls(kube)
+    refused = sorted({c["call"] for c in calls if c["code"] == 403})
+    assert not refused, f"htc run --deploy dataplane was refused: {refused}"
+    made = {c["call"] for c in calls}
+    fleet = {("", "pods", "list"), ("", "pods", "watch"), ("", "secrets", "get")}
+    assert fleet <= made, f"the fleet's grants not used: {sorted(fleet - made)}"
+    granted = rbac_rules()
     assert made <= granted, f"calls outside the rules: {sorted(made - granted)}"

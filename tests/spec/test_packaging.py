@@ -56,8 +56,8 @@ def test_kustomization_lists_existing_files_including_the_crd() -> None:
     kinds = sorted(d["kind"] for d in deploy_docs())
     assert kinds == sorted(
         ["Namespace", "CustomResourceDefinition", "ServiceAccount"]
-        + ["ClusterRole"] * 3
-        + ["ClusterRoleBinding", "Role", "RoleBinding"]
+        + ["ClusterRole"] * 4
+        + ["ClusterRoleBinding", "Role", "RoleBinding", "RoleBinding"]
     )
 
 
@@ -132,7 +132,7 @@ def test_controller_can_run_its_own_api_and_publish() -> None:
 
 def test_leader_election_leases_are_namespaced() -> None:
     [role] = by_kind("Role")
-    [binding] = by_kind("RoleBinding")
+    [binding] = [b for b in by_kind("RoleBinding") if b["roleRef"]["kind"] == "Role"]
     assert role["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [SA]
@@ -247,3 +247,23 @@ def test_the_copied_sources_build_a_wheel_with_the_htc_entry_point(tmp_path: Pat
         assert "htc = controller.cli:main" in zf.read(entry_points).decode()
     assert "controller/cli/__init__.py" in names and "controller/spec/models.py" in names
     assert not any(n.startswith("tests/") for n in names)
+
+
+def test_fleet_reads_pods_and_one_secret_in_one_namespace() -> None:
+    """--deploy dataplane: pods list/watch and the credentials Secret, through a RoleBinding
+    (one namespace), never through the aggregated cluster-wide role."""
+    roles = {r["metadata"]["name"]: r for r in by_kind("ClusterRole")}
+    fleet = roles["haproxy-template-controller-fleet"]
+    assert "haproxy-template.dev/aggregate-to-controller" not in fleet["metadata"].get("labels", {})
+    assert verbs_for(fleet["rules"], "", "pods") == {"list", "watch"}
+    [secret_rule] = [r for r in fleet["rules"] if "secrets" in r["resources"]]
+    assert secret_rule["verbs"] == ["get"]
+    assert secret_rule["resourceNames"] == ["dataplane-credentials"]
+    [binding] = [
+        b
+        for b in by_kind("RoleBinding")
+        if b["roleRef"]["name"] == "haproxy-template-controller-fleet"
+    ]
+    assert binding["roleRef"]["kind"] == "ClusterRole"
+    assert binding["subjects"] == [SA]
+    assert not verbs_for(effective_cluster_rules(), "", "pods")
