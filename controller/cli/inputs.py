@@ -37,6 +37,7 @@ from controller.resources import (
     object_key,
     object_ref,
 )
+from controller.resources.manifests import unwatched_note
 from controller.spec.loader import Locate, load_config_located
 from controller.spec.models import KIND, HAProxyTemplateConfig
 
@@ -89,16 +90,7 @@ def _fill(store: Store, manifests: Iterable[Manifest]) -> list[Diagnostic]:
             continue  # the config itself may sit among the resources
         names = collections_for(m.obj, watched)
         if not names:
-            notes.append(
-                make(
-                    "I8014",
-                    Phase.SPEC,
-                    f"{m.obj.get('kind')} {'/'.join(object_key(m.obj))} matches no "
-                    "watched collection",
-                    location=_where(m),
-                    object=object_ref(m.obj),
-                )
-            )
+            notes.append(unwatched_note(m, watched))
             continue
         for name in names:
             key = (name, object_key(m.obj))
@@ -343,6 +335,8 @@ def echo_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None = 
                 where = t.file + (f":{t.file_line}" if t.file_line else "") + f" ({where})"
         elif d.location is not None:
             where = d.location.file + (f":{d.location.line}" if d.location.line else "")
+            if d.location.line and d.location.column:
+                where += f":{d.location.column}"
         print(
             f"{where + ': ' if where else ''}{d.rule_id} {d.severity.value} {d.message}", file=out
         )

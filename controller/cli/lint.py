@@ -1,8 +1,8 @@
 """`htc lint`: static checks of a config, with no resources and no haproxy binary needed.
 
-Exit codes follow `htc validate`: 0 no errors (warnings and infos allowed; with --strict,
-no warnings either), 1 errors found (an invalid config included), 2 the file could not be
-read at all or the command was misused.
+Exit codes follow the table in ``controller.cli.output``: 0 no errors (warnings and infos
+allowed; with --strict, no warnings either), 1 lint errors found, 2 the file could not be
+read, is not a valid HAProxyTemplateConfig, or the command was misused.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from controller.cli.inputs import echo_diagnostics
 from controller.cli.options import format_option, output_option, severity_option, strict_option
 from controller.cli.output import EXIT_USAGE, write_output
 from controller.diagnostics import Diagnostic, Location, Phase, make
-from controller.spec.loader import PathKey, parse_config, read_documents
+from controller.spec.loader import PathKey, not_exactly_one, parse_config, read_documents
 from controller.spec.models import KIND, HAProxyTemplateConfig
 from controller.validation import (
     FORMATS,
@@ -61,17 +61,12 @@ def load_located(path: Path) -> Loaded:
     docs, problems = read_documents(text, file)
     if problems:
         return Loaded(None, problems, None, unreadable=True, source=text)
+    wrong = not_exactly_one(file, docs)
+    if wrong is not None:
+        return Loaded(None, [wrong], None, source=text)
     ours: list[tuple[Mapping[str, object], Mapping[PathKey, int]]] = [
         (d, lines) for d, lines in docs if isinstance(d, Mapping) and d.get("kind") == KIND
     ]
-    if len(ours) != 1:
-        diag = make(
-            "E8004",
-            Phase.SPEC,
-            f"{file} holds {len(ours)} {KIND} documents; keep exactly one",
-            location=Location(file=file, line=1),
-        )
-        return Loaded(None, [diag], None, source=text)
     doc, lines = ours[0]
     config, diags = parse_config(doc, file=file, lines=lines)
     return Loaded(config, diags, spec_locator(file, lines), source=text)
@@ -98,7 +93,7 @@ def command(
         raise SystemExit(EXIT_USAGE)
     if loaded.config is None or loaded.diagnostics:
         write_output(format_report(spec_failure_report(loaded.diagnostics), fmt), output)
-        raise SystemExit(EXIT_FINDINGS)
+        raise SystemExit(EXIT_USAGE)  # not a valid config: nothing could be linted
     spec = loaded.config.spec
     try:
         options = ValidationOptions.from_settings(spec.validation).replace(

@@ -4,6 +4,15 @@ Every report-producing command (lint, test, validate) writes the same way so tha
 one contract: the report alone on stdout (JSON, SARIF and JUnit are parsed by machines), or
 in the named file with a one-line summary on stderr, and exit 2 when the file cannot be
 written rather than a traceback.
+
+Exit codes, the same for every command (``validate``, ``render``, ``lint``, ``test``) on the
+same input:
+
+| code | meaning |
+|---|---|
+| 0 | the command's checks found nothing wrong (warnings allowed unless ``--strict``) |
+| 1 | the inputs were judged, and the judgement failed: an invalid candidate, a render error, a lint error, a failing test |
+| 2 | nothing could be judged: a usage error, an unreadable file, a config that is not a valid HAProxyTemplateConfig (wrong ``kind``, ``E8001``), unusable resources, no haproxy binary, no tests to run |
 """
 
 from __future__ import annotations
@@ -15,8 +24,10 @@ import click
 
 from controller.observability.logging import configure as configure_logging
 
-__all__ = ["EXIT_USAGE", "quiet_logs", "write_output"]
+__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "quiet_logs", "write_output"]
 
+EXIT_OK = 0
+EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 
 

@@ -3,9 +3,10 @@
 The config is linted first, exactly as the controller lints a new HAProxyTemplateConfig: a
 config the controller would refuse must not get a green suite, however its tests would fare.
 
-Exit codes: 0 every selected test passed, 1 a test failed or could not run, the config is
-invalid or lint found errors (the result then holds a failing ``lint`` entry), 2 the file
-could not be read, has no tests, or none matches --filter. With ``-o FILE`` a result is
+Exit codes (the table in ``controller.cli.output``): 0 every selected test passed, 1 a test
+failed or could not run, or lint found errors (the result then holds a failing ``lint``
+entry), 2 the file could not be read or is not a valid HAProxyTemplateConfig (a failing
+``lint`` entry is still written), has no tests, or none matches --filter. With ``-o FILE`` a result is
 written in every case that judged the file, so CI never reads an old or missing file as a
 pass.
 """
@@ -76,7 +77,7 @@ def command(
         raise SystemExit(EXIT_USAGE)
     if loaded.config is None or loaded.diagnostics:
         _emit(_refused(str(config_path), spec_failure_report(loaded.diagnostics)), fmt, output)
-        raise SystemExit(EXIT_FAILED)
+        raise SystemExit(EXIT_USAGE)  # not a config at all: nothing could be judged
     config = loaded.config
     lint = lint_spec(config.spec, locate=loaded.locate, source=loaded.source)
     if lint.errors:

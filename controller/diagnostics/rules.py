@@ -936,8 +936,8 @@ _SPEC: dict[str, Rule] = _rules(
         "E8001",
         "Invalid HAProxyTemplateConfig",
         "The configuration resource does not match its schema.",
-        "Fix the field named in the message; `kubectl explain haproxytemplateconfig` "
-        "documents every field.",
+        "Fix the field named in the message; docs/api.md (generated from the same models) "
+        "documents every field, its type and its allowed values.",
     ),
     (
         "E8002",
@@ -1121,6 +1121,15 @@ def rule(rule_id: str) -> Rule:
         raise UnknownRuleError(f"rule id {rule_id} is not registered") from None
 
 
+def _no_dangling_colon(message: str) -> str:
+    """``could not connect: `` with an empty reason (``str(TimeoutError())`` is ``""``) reads
+    as if something was cut off; the message ends where its text does."""
+    text = message.rstrip()
+    while text.endswith(":") and not text.endswith("::"):
+        text = text[:-1].rstrip()
+    return text or message
+
+
 def make(rule_id: RuleId, phase: Phase, message: str, **fields: Any) -> Diagnostic:
     """Build a diagnostic for a registered rule; severity and links come from the registry.
 
@@ -1133,7 +1142,7 @@ def make(rule_id: RuleId, phase: Phase, message: str, **fields: Any) -> Diagnost
         rule_id=r.id,
         severity=r.severity,
         phase=phase,
-        message=message,
+        message=_no_dangling_colon(message),
         documentation_url=r.documentation_url,
         **fields,
     )

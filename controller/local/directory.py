@@ -54,7 +54,8 @@ from controller.resources import (
     object_ref,
     thaw,
 )
-from controller.resources.manifests import iter_manifest_files
+from controller.resources.manifests import iter_manifest_files, unwatched_note
+from controller.spec.loader import no_config_kind
 from controller.spec.models import API_GROUP, KIND, WatchedResource
 
 _log = get_logger("controller.local")
@@ -376,10 +377,16 @@ class DirectoryAdapter:
     def _not_one_config(self, found: list[Manifest]) -> Diagnostic:
         where = self.config_file or self.root
         if not found:
+            kinds = [
+                str(m.obj.get("kind"))
+                for state in self._files.values()
+                for m in state.objects
+                if m.obj.get("kind") != "Namespace"
+            ]
             return make(
                 "E8015",
                 Phase.SPEC,
-                f"{where}: no {KIND} document found; the previous configuration stays in effect",
+                f"{no_config_kind(kinds)}; the previous configuration stays in effect",
                 location=Location(file=str(where)),
             )
         spots = ", ".join(f"{m.file}:{m.line}" for m in found)
@@ -464,16 +471,7 @@ class DirectoryAdapter:
             for m in self._files[path].unrouted:
                 if label_source and m.obj.get("kind") == "Namespace":
                     continue  # read for its labels
-                out.append(
-                    make(
-                        "I8014",
-                        Phase.SPEC,
-                        f"{m.obj.get('kind')} "
-                        f"{m.obj['metadata']['name']!r} matches no watched collection",
-                        location=Location(file=str(m.file), line=m.line),
-                        object=object_ref(m.obj),
-                    )
-                )
+                out.append(unwatched_note(m, self.store.watched()))
         return out
 
     def _object_problems(self) -> list[Diagnostic]:

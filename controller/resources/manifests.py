@@ -13,6 +13,7 @@ are skipped. A file named explicitly is always read, whatever its suffix.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
+from controller.resources.collection import object_ref
 from controller.spec.loader import PathKey, read_documents
+from controller.spec.models import WatchedResource
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -206,4 +209,28 @@ def _identity_problem(doc: Mapping[str, Any]) -> str | None:
 def _kind_of(value: Any) -> str:
     return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
         type(value), type(value).__name__
+    )
+
+
+def unwatched_note(m: Manifest, watched: Mapping[str, WatchedResource]) -> Diagnostic:
+    """I8014 for an object no collection watches, worded the same by every command: its kind,
+    ``namespace/name`` and apiVersion, and the watched kind it likely misspells."""
+    obj = m.obj
+    raw = obj.get("metadata")
+    meta: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    name = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
+    kind = str(obj.get("kind"))
+    kinds = sorted({w.kind for w in watched.values()})
+    hint = ""
+    if kind not in kinds:
+        close = difflib.get_close_matches(kind, kinds, n=1, cutoff=0.75)
+        if close:
+            hint = f"; is kind: {kind} a misspelling of {close[0]}?"
+    return make(
+        "I8014",
+        Phase.SPEC,
+        f"{kind} {name or '(no name)'} ({obj.get('apiVersion')}) matches no watched "
+        f"collection{hint}",
+        location=Location(file=str(m.file), line=m.line),
+        object=object_ref(obj),
     )

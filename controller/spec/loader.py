@@ -13,14 +13,15 @@ location is the YAML line of that field, found through PyYAML's composed node gr
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
@@ -36,8 +37,11 @@ __all__ = [
     "PathKey",
     "load_config",
     "load_config_located",
+    "no_config_kind",
+    "not_exactly_one",
     "parse_config",
     "read_documents",
+    "yaml_error",
 ]
 
 
@@ -131,10 +135,7 @@ def read_documents(
             if data is not None:
                 docs.append((data, lines))
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        reason = " ".join(p for p in (e.context, e.problem) if p) or "invalid YAML"
-        loc = Location(file=file, line=mark.line + 1, column=mark.column + 1) if mark else None
-        return [], [make("E8002", Phase.SPEC, reason, location=loc)]
+        return [], [yaml_error(e, file)]
     except RecursionError:
         msg = "nesting too deep to read"
         return [], [make("E8002", Phase.SPEC, msg, location=Location(file=file))]
@@ -146,6 +147,24 @@ def read_documents(
     finally:
         loader.dispose()
     return docs, []
+
+
+def yaml_error(e: yaml.MarkedYAMLError, file: str) -> Diagnostic:
+    """E8002 at the line and column where the YAML went wrong, naming where the construct it
+    was reading started (``while parsing a flow sequence``, line 10, column 9): the start is
+    often the real mistake, an unclosed bracket or quote many lines up."""
+    mark = e.problem_mark or e.context_mark
+    reason = (e.problem or e.context or "invalid YAML").strip()
+    start = e.context_mark
+    if e.context and e.problem:
+        where = ""
+        if start is not None and (
+            mark is None or start.line != mark.line or start.column != mark.column
+        ):
+            where = f" that started at line {start.line + 1}, column {start.column + 1}"
+        reason += f" ({e.context.strip()}{where})"
+    loc = Location(file=file, line=mark.line + 1, column=mark.column + 1) if mark else None
+    return make("E8002", Phase.SPEC, reason, location=loc)
 
 
 Locate = Callable[[PathKey], Location | None]
@@ -198,10 +217,29 @@ def _not_exactly_one(
         where = ", ".join(str(lines[()]) for _, lines in ours)
         msg = f"{len(ours)} {KIND} documents (at lines {where}); keep exactly one"
         return make("E8004", Phase.SPEC, msg, location=Location(file=file, line=ours[1][1][()]))
-    kinds = sorted({str(d.get("kind")) for d, _ in docs if isinstance(d, Mapping)})
-    found = f"found kinds: {', '.join(kinds)}" if kinds else "the file has no YAML mappings"
-    msg = f"no document with kind: {KIND} ({found})"
-    return make("E8004", Phase.SPEC, msg, location=Location(file=file, line=1))
+    kinds = [str(d.get("kind")) for d, _ in docs if isinstance(d, Mapping)]
+    return make("E8004", Phase.SPEC, no_config_kind(kinds), location=Location(file=file, line=1))
+
+
+def no_config_kind(kinds: Iterable[str]) -> str:
+    """How every command says that no document is a HAProxyTemplateConfig: the kinds it
+    found instead, and the likely misspelling among them."""
+    found = sorted(set(kinds))
+    if not found:
+        return f"no document with kind: {KIND} (no YAML mapping found)"
+    close = difflib.get_close_matches(KIND, found, n=1, cutoff=0.8)
+    hint = f"; is kind: {close[0]} a misspelling of {KIND}?" if close else ""
+    return f"no document with kind: {KIND} (found kinds: {', '.join(found)}){hint}"
+
+
+def not_exactly_one(
+    file: str,
+    docs: Sequence[tuple[Any, Mapping[PathKey, int]]],
+) -> Diagnostic | None:
+    """E8004 when the file does not hold exactly one HAProxyTemplateConfig (None when it
+    does), worded the same for every command."""
+    ours = [(d, lines) for d, lines in docs if isinstance(d, Mapping) and d.get("kind") == KIND]
+    return None if len(ours) == 1 else _not_exactly_one(file, docs, ours)
 
 
 def parse_config(
@@ -260,7 +298,56 @@ def _diagnostic(
         f"{format_path(path)}: {describe_error(err, HAProxyTemplateConfig)}",
         location=_loc(file, lines, path),
         object=obj,
+        suggested_fix=api_reference(path),
     )
+
+
+def api_reference(path: Sequence[str | int]) -> str:
+    """Where the field at ``path`` is documented: the section of docs/api.md of the model that
+    declares it (the generated reference, readable without a cluster)."""
+    owner: type[BaseModel] = HAProxyTemplateConfig
+    field_name = ""
+    current: Any = owner
+    for part in path:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            inner = _model_in(current)
+            if inner is None:
+                break
+            container = _is_container(current)
+            current = inner
+            if container:
+                continue  # this part is a key of the mapping or an index of the list
+        if not isinstance(part, str):
+            break
+        info = next((f for n, f in current.model_fields.items() if part in (n, f.alias)), None)
+        if info is None:
+            owner, field_name = current, ""  # an unknown field: its model is the reference
+            break
+        owner, field_name = current, part
+        current = info.annotation
+    anchor = owner.__name__.lower()
+    what = f"`{field_name}` of {owner.__name__}" if field_name else owner.__name__
+    return f"See {what} in docs/api.md#{anchor} for its type and allowed values."
+
+
+def _is_container(tp: Any) -> bool:
+    origin = get_origin(tp)
+    if origin in (dict, list, tuple, set, frozenset):
+        return True
+    if origin is not None:  # Optional[...] and other unions: look inside
+        return any(_is_container(a) for a in get_args(tp) if a is not type(None))
+    return False
+
+
+def _model_in(tp: Any) -> type[BaseModel] | None:
+    """The model a field's type holds (``dict[str, WatchedResource]`` → WatchedResource)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in get_args(tp):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _line_of(lines: Mapping[PathKey, int] | None, path: Sequence[str | int]) -> int:

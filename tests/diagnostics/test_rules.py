@@ -129,3 +129,12 @@ def test_the_environment_names_the_site() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert out == f"https://docs.example.test/v{__version__}/d.html#e1001\n"
+
+
+def test_no_message_ends_on_a_dangling_colon() -> None:
+    from controller.diagnostics import Phase, make
+
+    reason = str(TimeoutError())  # "" — the classic way a reason goes missing
+    d = make("E7002", Phase.DEPLOY, f"could not reach the master socket: {reason}")
+    assert d.message == "could not reach the master socket"
+    assert make("E7002", Phase.DEPLOY, "ipv6 [::").message == "ipv6 [::"

@@ -274,7 +274,7 @@ def test_cli_exit_codes_and_formats(tmp_path: Path, quickstart_dir: Path) -> Non
     )
     assert strict.exit_code == 1  # W8054/W8058 promoted
     invalid = invoke(str(write(tmp_path, HEADER + "  haproxyConfig: {}\n")))
-    assert invalid.exit_code == 1 and "E8001" in invalid.stdout
+    assert invalid.exit_code == 2 and "E8001" in invalid.stdout  # as htc validate says
     unreadable = invoke(str(write(tmp_path, "a: [\n")))
     assert unreadable.exit_code == 2 and "E8002" in unreadable.stderr
 
