@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,11 +32,27 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-COMMANDS = {
-    "validate": lambda p, tmp: run("validate", str(p)),
-    "render": lambda p, tmp: run("render", str(p), "--out", str(tmp / "out")),
-    "lint": lambda p, tmp: run("lint", str(p)),
-    "test": lambda p, tmp: run("test", str(p)),
+def _validate(p: Path, tmp: Path) -> Result:
+    return run("validate", str(p))
+
+
+def _render(p: Path, tmp: Path) -> Result:
+    return run("render", str(p), "--out", str(tmp / "out"))
+
+
+def _lint(p: Path, tmp: Path) -> Result:
+    return run("lint", str(p))
+
+
+def _test(p: Path, tmp: Path) -> Result:
+    return run("test", str(p))
+
+
+COMMANDS: dict[str, Callable[[Path, Path], Result]] = {
+    "validate": _validate,
+    "render": _render,
+    "lint": _lint,
+    "test": _test,
 }
 
 
