@@ -1084,6 +1084,16 @@ _LINT = _rules(
         "Remove the condition; skip optional parts inside the template instead.",
     ),
     (
+        "W8059",
+        "Undefined name in a template",
+        "A template reads a name that is neither in the render context (resources, http, "
+        "extraContext, outputs, path_for and the template functions) nor declared by a loop, "
+        "`set`, macro or import — in the template itself or, for a snippet, in a template "
+        "that includes it. It renders as undefined, which fails the render or writes nothing.",
+        "Check the spelling, or declare the name; guard an optional one with `is defined` or "
+        "`default(...)`.",
+    ),
+    (
         "E8060",
         "Embedded test assertion failed",
         "An assertion of an embedded test (spec.tests) did not hold.",

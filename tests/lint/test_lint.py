@@ -263,7 +263,10 @@ def test_cli_points_at_the_yaml_line_of_a_bad_rule(tmp_path: Path) -> None:
 def test_cli_exit_codes_and_formats(tmp_path: Path, quickstart_dir: Path) -> None:
     ok = invoke(str(quickstart_dir / "config.yaml"))
     assert ok.exit_code == 0, ok.output
-    assert "I8052" in ok.stdout  # the quickstart has one deferred rule
+    # the quickstart is lint-clean: nothing but the summary line
+    assert ok.stdout.splitlines() == [ok.stdout.strip()] and "0 warnings" in ok.stdout
+    advice = invoke(str(quickstart_dir / "config.yaml"), "--severity", "info")
+    assert "I8052" in advice.stdout  # its deferred rules, as advice on request
     junit = invoke(str(quickstart_dir / "config.yaml"), "--format", "junit")
     assert ET.fromstring(junit.stdout).tag == "testsuites"
     sarif = json.loads(invoke(str(quickstart_dir / "config.yaml"), "--format", "sarif").stdout)
@@ -290,3 +293,38 @@ def test_cli_report_is_identical_across_runs(fmt: str, quickstart_dir: Path) -> 
         )
 
     assert strip(first) == strip(second)
+
+
+UNDEFINED = (
+    HEADER
+    + """\
+  templateSnippets:
+    piece:
+      template: |
+        server {{ name }} {{ adress }}
+  haproxyConfig:
+    template: |
+      {% set limit = 10 %}
+      {% macro line(x) %}{{ x }}{% endmacro %}
+      {% for name in ['a'] %}{% set address = '10.0.0.1:80' %}{% include 'piece' %}{% endfor %}
+      {{ line(limit) }} {{ extraContext.listen }} {{ resources | length }}
+      {{ optional | default('') }}{% if other is defined %}{{ other }}{% endif %}
+      {{ limt }}
+"""
+)
+
+
+def test_undefined_names_are_warnings_with_the_template_line(tmp_path: Path) -> None:
+    doc = json.loads(invoke(str(write(tmp_path, UNDEFINED)), "--format", "json").stdout)
+    found = {
+        (d["templateLocation"]["template"], d["templateLocation"]["line"]): d["message"]
+        for d in doc["diagnostics"]
+        if d["ruleId"] == "W8059"
+    }
+    # a snippet may read what its includer declares ('name'), not what nobody does
+    assert set(found) == {("piece", 1), ("haproxy.cfg", 6)}
+    assert "'adress'" in found[("piece", 1)] and "did you mean 'address'?" in found[("piece", 1)]
+    assert (
+        "'limt'" in found[("haproxy.cfg", 6)]
+        and "did you mean 'limit'?" in found[("haproxy.cfg", 6)]
+    )

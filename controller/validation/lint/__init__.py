@@ -24,6 +24,7 @@ from controller.validation.lint.templates import (
     constant_whens,
     denied_literals,
     dynamic_references,
+    undefined_names,
     unused_snippets,
 )
 from controller.validation.options import ValidationOptions
@@ -116,6 +117,7 @@ def lint_spec(
         *renderer.diagnostics,
         *dynamic_references(renderer),
         *unused_snippets(renderer),
+        *undefined_names(renderer),
         *denied_literals(renderer, spec.validation.policy.allow_directives),
         *constant_whens(renderer),
         *ruleset.diagnostics,

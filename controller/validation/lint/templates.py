@@ -2,16 +2,17 @@
 
 The renderer already settles syntax errors, missing snippets, unknown outputs and render
 cycles when it is built; these checks add what is legal but probably a mistake: snippets
-nothing uses, outputs read through computed names, directives the policy will refuse, and
-conditions that can never change.
+nothing uses, outputs read through computed names, directives the policy will refuse,
+conditions that can never change, and names nothing defines.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Collection, Iterator
 
-from jinja2 import TemplateSyntaxError, nodes
+from jinja2 import TemplateSyntaxError, meta, nodes
 
 from controller.diagnostics import Diagnostic, Location, Phase, TemplateLocation, make
 from controller.render import MAIN_CONFIG, Renderer, parse_expression
@@ -22,6 +23,7 @@ __all__ = [
     "denied_literals",
     "dynamic_references",
     "literal_text",
+    "undefined_names",
     "unused_snippets",
 ]
 
@@ -194,4 +196,86 @@ def constant_whens(renderer: Renderer) -> list[Diagnostic]:
                     template_location=tl,
                 )
             )
+    return out
+
+
+#: Names every template may read: the render context and the names Jinja itself provides.
+_CONTEXT_NAMES = frozenset(
+    {"resources", "http", "extraContext", "path_for", "outputs", "loop", "caller", "varargs"}
+    | {"kwargs", "self", "true", "false", "none", "True", "False", "None"}
+)
+_GUARDS = frozenset({"default", "d"})
+
+
+def undefined_names(renderer: Renderer) -> list[Diagnostic]:
+    """W8059 per name a template reads that nothing declares (see the rule's description).
+
+    An output is judged on its own (an included snippet's ``set`` does not leak back); a
+    snippet may also read whatever a template that could include it declares, since it
+    renders in that template's context. A name only read behind ``is defined`` or
+    ``default(...)`` is optional on purpose.
+    """
+    known = _CONTEXT_NAMES | set(renderer.environment.globals)
+    parsed: dict[str, nodes.Template] = {}
+    for name, source, _ in _templates(renderer):
+        try:
+            parsed[name] = renderer.environment.parse(source)
+        except TemplateSyntaxError:
+            continue  # the renderer reports it
+    declared_anywhere: set[str] = set()
+    for tree in parsed.values():
+        declared_anywhere |= _declared(tree)
+    snippets = set(renderer.spec.template_snippets)
+    out: list[Diagnostic] = []
+    for name, tree in sorted(parsed.items()):
+        free = meta.find_undeclared_variables(tree) - known
+        if name in snippets:
+            free -= declared_anywhere
+        if not free:
+            continue
+        guarded = _guarded(tree)
+        first: dict[str, int] = {}
+        for node in tree.find_all(nodes.Name):
+            if node.ctx == "load" and node.name in free and node.name not in guarded:
+                first[node.name] = min(first.get(node.name, node.lineno), node.lineno)
+        for var, line in sorted(first.items(), key=lambda kv: (kv[1], kv[0])):
+            names = known | _declared(tree) | (declared_anywhere if name in snippets else set())
+            close = difflib.get_close_matches(var, names, n=1, cutoff=0.75)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            out.append(
+                make(
+                    "W8059",
+                    Phase.LINT,
+                    f"{name}: '{var}' is not defined in the render context, nor by a loop, "
+                    f"`set`, macro or import{hint}",
+                    template_location=TemplateLocation(template=name, line=line),
+                )
+            )
+    return out
+
+
+def _declared(tree: nodes.Template) -> set[str]:
+    names: set[str] = set()
+    for node in tree.find_all((nodes.Name,)):
+        if node.ctx in ("store", "param"):
+            names.add(node.name)
+    for macro in tree.find_all((nodes.Macro,)):
+        names.add(macro.name)
+    for imp in tree.find_all((nodes.Import,)):
+        names.add(imp.target)
+    for frm in tree.find_all((nodes.FromImport,)):
+        for item in frm.names:
+            names.add(item[1] if isinstance(item, tuple) else item)
+    return names
+
+
+def _guarded(tree: nodes.Template) -> set[str]:
+    """Names read as ``x is defined`` / ``x is undefined`` or ``x | default(...)``."""
+    out: set[str] = set()
+    for test in tree.find_all((nodes.Test,)):
+        if test.name in ("defined", "undefined") and isinstance(test.node, nodes.Name):
+            out.add(test.node.name)
+    for flt in tree.find_all((nodes.Filter,)):
+        if flt.name in _GUARDS and isinstance(flt.node, nodes.Name):
+            out.add(flt.node.name)
     return out
