@@ -94,6 +94,22 @@ from controller.operator.fleet_pods import DataplaneSettings
     help="Allow, instead of deny, a request whose check overruns the API server's timeout.",
 )
 @click.option(
+    "--ingress-class",
+    "ingress_classes",
+    multiple=True,
+    default=("haproxy",),
+    show_default=True,
+    help="IngressClass the templates serve (repeatable): its Ingresses get the published address.",
+)
+@click.option(
+    "--publish-address", metavar="ADDR", help="Address for status.loadBalancer of served Ingresses."
+)
+@click.option(
+    "--publish-service",
+    metavar="NS/NAME",
+    help="Or: publish the addresses of this Service (load balancer, external IPs, ClusterIP).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["auto", "json", "console"]),
     default="json",
@@ -125,6 +141,9 @@ def command(
     webhook_cert: Path | None,
     webhook_key: Path | None,
     webhook_allow_on_timeout: bool,
+    ingress_classes: tuple[str, ...],
+    publish_address: str | None,
+    publish_service: str | None,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -148,6 +167,12 @@ def command(
         raise CannotStart(
             "--haproxy-selector, --haproxy-namespace and --dataplane-ca need --deploy dataplane"
         )
+    service = None
+    if publish_service:
+        ns, _, name = publish_service.partition("/")
+        if not ns or not name:
+            raise CannotStart("--publish-service takes NAMESPACE/NAME")
+        service = (ns, name)
     options = OperatorOptions(
         namespace=namespace,
         config=config,
@@ -168,6 +193,9 @@ def command(
         webhook_cert=webhook_cert,
         webhook_key=webhook_key,
         webhook_allow_on_timeout=webhook_allow_on_timeout,
+        ingress_classes=ingress_classes,
+        publish_address=publish_address,
+        publish_service=service,
     )
     try:
         app = OperatorApp(options)

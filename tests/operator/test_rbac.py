@@ -115,7 +115,14 @@ def test_htc_run_works_with_only_the_shipped_rbac(
         tmp_path / "run",
         listen=listen,
         kubeconfig=sa_config,
-        extra=("--lease-namespace", SA_NAMESPACE, "--lease-name", f"rbac-{kube.name}"),
+        extra=(
+            "--lease-namespace",
+            SA_NAMESPACE,
+            "--lease-name",
+            f"rbac-{kube.name}",
+            "--publish-address",
+            "10.244.0.1",
+        ),
     )
     try:
         run.wait_serving()
@@ -131,6 +138,12 @@ def test_htc_run_works_with_only_the_shipped_rbac(
             "get", "lease", f"rbac-{kube.name}", "-n", SA_NAMESPACE, "-o", "json"
         ).stdout
         assert json.loads(lease)["spec"]["holderIdentity"]
+        # the Ingress status write is allowed
+        eventually(
+            lambda: any(c["call"] == ("networking.k8s.io", "ingresses/status", "patch")
+                        and c["code"] == 200 for c in audited_calls(kube)),
+            "the Ingress status written",
+        )  # fmt: skip
         # renewals (update) succeed too
         eventually(
             lambda: any(c["call"] == ("coordination.k8s.io", "leases", "update")
