@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from controller.deploy import PARENT_DEATH_SIGNAL
+
 REPO = Path(__file__).resolve().parent.parent.parent
 HACK = REPO / "hack" / "cluster"
 CRDS = REPO / "deploy" / "crds"
@@ -96,6 +98,8 @@ class ControlPlane:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # A test run that is killed (a timeout, kill -9) takes its control plane with it.
+            preexec_fn=PARENT_DEATH_SIGNAL,
         )
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         line = self._read_ready_line()
