@@ -8,6 +8,7 @@ views add no mutating methods of their own, so a template cannot change what the
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ class Resources(Mapping[str, CollectionView]):
     cannot reach either: the sandbox hides names starting with ``_``.
     """
 
-    __slots__ = ("_base", "_cache", "_modules", "_names", "_view")
+    __slots__ = ("_base", "_cache", "_charged", "_modules", "_names", "_tainted", "_view")
 
     def __init__(self, view: StoreView) -> None:
         self._view = view
@@ -45,8 +46,24 @@ class Resources(Mapping[str, CollectionView]):
         self._cache: dict[str, CollectionView] = {}
         self._base: Mapping[str, Any] = {}
         self._modules: dict[str, Any] = {}
+        self._charged: dict[str, int] = {}
+        """Shared modules whose evaluation this render's size budget was charged for."""
+        self._tainted: set[str] = set()
+        """Shared modules an output changed (assigned to a namespace of) in this render."""
+
+    def current(self) -> Resources:
+        """The ``resources`` of the render running now (:data:`CURRENT`), else this one.
+
+        A shared snippet module can outlive the render that built it (see
+        :mod:`controller.render.incremental`); its macros hold that render's ``resources``,
+        and must read the store of the render that calls them."""
+        cur = CURRENT.get()
+        return cur if cur is not None else self
 
     def __getitem__(self, name: str) -> CollectionView:
+        cur = CURRENT.get()
+        if cur is not None and cur is not self:
+            return cur[name]
         found = self._cache.get(name)
         if found is None:
             if name not in self._names:
@@ -74,6 +91,10 @@ class Resources(Mapping[str, CollectionView]):
 
     def __repr__(self) -> str:
         return f"resources({', '.join(self._names)})"
+
+
+CURRENT: ContextVar[Resources | None] = ContextVar("htc_render_resources", default=None)
+"""The ``resources`` of the render running in this context, set by the renderer."""
 
 
 class Outputs(Mapping[str, RenderedOutput]):

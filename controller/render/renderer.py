@@ -31,7 +31,7 @@ from controller.diagnostics import (
     make,
 )
 from controller.render.budget import BudgetExceeded, Meter, current
-from controller.render.context import Outputs, PathFor, RenderedOutput, Resources
+from controller.render.context import CURRENT, Outputs, PathFor, RenderedOutput, Resources
 from controller.render.environment import TemplateEnvironment
 from controller.render.errors import render_error, syntax_error
 from controller.render.expression import parse_expression
@@ -44,6 +44,14 @@ from controller.render.graph import (
     TemplateRefs,
     build_graph,
     references,
+)
+from controller.render.incremental import (
+    Read,
+    Recorder,
+    TracingView,
+    current_recorder,
+    same_value,
+    unchanged,
 )
 from controller.render.result import (
     OutputStatus,
@@ -62,6 +70,7 @@ AfterOutput = Callable[[str, RenderedOutput], Sequence[Diagnostic]]
 blocks every output that depends on it (the inline CEL rules use this)."""
 
 _METER = current()
+_RECORDER = current_recorder()
 
 WHEN_SUFFIX = "#when"
 """Template name of an output's ``when`` expression: ``hosts.map#when``."""
@@ -138,6 +147,24 @@ class _Compiled:
 
 
 @dataclass(frozen=True, slots=True)
+class _Kept:
+    """An output as the latest render produced it, and everything it read."""
+
+    output: RenderedOutput
+    pieces: list[str]
+    content: bytes
+    reads: tuple[Read, ...]
+    deps: tuple[tuple[str, str], ...]
+    """(name, text) of every dependency that rendered, by name."""
+    skipped: frozenset[str]
+    http: Any
+    extra: Any
+    chars: int
+    """What rendering it charged the size budget, shared modules apart."""
+    modules: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _Failure:
     """An output that cannot render with this spec, whatever the resources."""
 
@@ -209,6 +236,9 @@ class Renderer:
         self._settle_cycles()
         self._settle_snippet_users(snippet_problem)
         self._order = (*self.graph.order, *sorted(set(self.outputs) - set(self.graph.order)))
+        self._memo: dict[str, _Kept] = {}
+        """Each output as the latest render produced it (see :mod:`.incremental`)."""
+        self._inputs: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -437,11 +467,14 @@ class Renderer:
         entries: list[FileEntry] = []
         pieces_by_path: dict[str, list[str]] = {}
         try:
-            resources = Resources(view)
+            resources = Resources(TracingView(view))
+            http_values, extra = self._stable(
+                dict(http or {}), {**self.spec.extra_context, **(extra_context or {})}
+            )
             base: dict[str, Any] = {
                 "resources": resources,
-                "http": dict(http or {}),
-                "extraContext": {**self.spec.extra_context, **(extra_context or {})},
+                "http": http_values,
+                "extraContext": extra,
                 "path_for": self._path_for,
             }
             resources._base = base
@@ -451,11 +484,13 @@ class Renderer:
 
         meter = Meter(self.spec.render.timeout, self.spec.render.max_output_bytes)
         token = _METER.set(meter)
+        resources_token = CURRENT.set(resources)
         budgets: list[RenderBudget] = []
         out_of_budget: str | None = None  # the root cause, once a budget ran out
         total = 0  # bytes of the outputs rendered so far
         try:
             for name in self._order:
+                _taint_changed(resources)
                 if name in statuses:
                     continue
                 d = self.outputs[name]
@@ -494,13 +529,42 @@ class Renderer:
                     template = compiled.template
                     if template is None:  # cannot happen: outputs that did not compile failed
                         continue
-                    pieces = list(template.root_render_func(template.new_context(ctx)))
-                    # Checked before joining: the join itself would allocate the whole text.
-                    _within(meter, total + sum(map(len, pieces)))
-                    text = "".join(pieces)
-                    content = text.encode()
-                    total += len(content)
-                    _within(meter, total)
+                    dep_texts = tuple(
+                        (x, rendered[x].content) for x in sorted(deps & rendered.keys())
+                    )
+                    kept = self._kept(name, base, dep_texts, ctx["outputs"], view, resources)
+                    if kept is not None:
+                        out, pieces, content = kept.output, kept.pieces, kept.content
+                        text = out.content
+                        total += len(content)
+                        _within(meter, total)
+                    else:
+                        recorder = Recorder()
+                        recording = _RECORDER.set(recorder)
+                        before = meter.used_chars
+                        try:
+                            pieces = list(template.root_render_func(template.new_context(ctx)))
+                        finally:
+                            _RECORDER.reset(recording)
+                        # Checked before joining: the join itself would allocate the whole text.
+                        _within(meter, total + sum(map(len, pieces)))
+                        text = "".join(pieces)
+                        content = text.encode()
+                        total += len(content)
+                        _within(meter, total)
+                        out = RenderedOutput(name, d.kind, d.path, text)
+                        self._memo[name] = _Kept(
+                            out,
+                            pieces,
+                            content,
+                            tuple(recorder.reads),
+                            dep_texts,
+                            ctx["outputs"]._skipped,
+                            base["http"],
+                            base["extraContext"],
+                            meter.used_chars - before - recorder.module_chars,
+                            tuple(recorder.modules.items()),
+                        )
                 except BudgetExceeded as exc:
                     diag = render_error(exc, output_path=d.path, fallback_template=name)
                     diags.append(diag)
@@ -516,7 +580,6 @@ class Renderer:
                     continue
                 finally:
                     meter.stop()
-                out = RenderedOutput(name, d.kind, d.path, text)
                 rendered[name] = out
                 entries.append(FileEntry(d.path, d.kind, content))
                 pieces_by_path[d.path] = pieces
@@ -526,8 +589,14 @@ class Renderer:
                     if hook_failure is not None:
                         root[name] = hook_failure
                         statuses[name] = OutputStatus(name, d.path, "failed", hook_failure)
+            _taint_changed(resources)
         finally:
+            CURRENT.reset(resources_token)
             _METER.reset(token)
+        if resources._tainted:
+            for name, kept in list(self._memo.items()):
+                if any(m in resources._tainted for m, _ in kept.modules):
+                    self._memo.pop(name, None)
 
         return RenderResult(
             files=FileSet.of(entries),
@@ -538,6 +607,53 @@ class Renderer:
             inputs=RenderInputs(view, base["http"], base["extraContext"]),
             budgets=tuple(budgets),
         )
+
+    def _stable(
+        self, http: dict[str, Any], extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``http`` and ``extraContext`` as the previous render had them when they are equal
+        (as templates can tell), so kept outputs and modules see the very same objects."""
+        prev = self._inputs
+        if prev is not None:
+            http = prev[0] if same_value(prev[0], http) else http
+            extra = prev[1] if same_value(prev[1], extra) else extra
+        self._inputs = (http, extra)
+        return http, extra
+
+    def _kept(
+        self,
+        name: str,
+        base: Mapping[str, Any],
+        dep_texts: tuple[tuple[str, str], ...],
+        outputs: Outputs,
+        view: StoreView,
+        resources: Resources,
+    ) -> _Kept | None:
+        """The previous render of ``name`` when nothing it read has changed, its size budget
+        charged again (see :mod:`controller.render.incremental`)."""
+        kept = self._memo.get(name)
+        if (
+            kept is None
+            or any(m in resources._tainted for m, _ in kept.modules)
+            or kept.http is not base["http"]
+            or kept.extra is not base["extraContext"]
+            or kept.skipped != outputs._skipped
+            or len(kept.deps) != len(dep_texts)
+            or any(
+                a[0] != b[0] or (a[1] is not b[1] and a[1] != b[1])
+                for a, b in zip(kept.deps, dep_texts, strict=True)
+            )
+            or not unchanged(view, kept.reads)
+        ):
+            return None
+        meter = _METER.get()
+        if meter is not None:
+            meter.charge(kept.chars)
+            for module, chars in kept.modules:
+                if module not in resources._charged:
+                    resources._charged[module] = chars
+                    meter.charge(chars)
+        return kept
 
     def _evaluate_when(
         self, d: OutputDef, when: Template, ctx: dict[str, Any]
@@ -584,6 +700,15 @@ class Renderer:
         if not errors:
             return None
         return f"{name}: {errors[0].rule_id} {errors[0].message}"
+
+
+def _taint_changed(resources: Resources) -> None:
+    """Shared modules of this render that a template changed (assigned to one of their
+    namespaces): read after that by others, and changed by an output or ``when`` that may
+    not run again, so nothing that uses them is kept (see :mod:`.incremental`)."""
+    for module, found in resources._modules.items():
+        if module not in resources._tainted and not found.intact():
+            resources._tainted.add(module)
 
 
 def _within(meter: Meter, size: int) -> None:

@@ -15,27 +15,95 @@ of a render is reused by the others:
 * the importing output has not rebound any of those names before the import.
 
 Everything else is evaluated as Jinja2 always does. The cache lives in the render's
-:class:`~controller.render.context.Resources` object, so it never outlives one render.
+:class:`~controller.render.context.Resources` object; a module is also kept for the next
+render, which reuses it while nothing it read has changed (see
+:mod:`controller.render.incremental`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import BaseLoader, Template, TemplateNotFound
 from jinja2.environment import TemplateModule
+from jinja2.utils import Namespace
 
+from controller.render.budget import current as current_meter
 from controller.render.context import Resources
+from controller.render.grown import GrownList, mark_shared
+from controller.render.incremental import Read, Recorder, TracingView, current_recorder, unchanged
+from controller.resources.frozen import FrozenDict
 
 SHARED_NAMES = frozenset({"resources", "http", "extraContext", "path_for"})
 """Context variables that are the same for every output of one render."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedModule:
+    """A shared module as one render obtained it, and what evaluating it read and cost."""
+
+    module: TemplateModule
+    reads: tuple[Read, ...]
+    chars: int
+    """What evaluating it charged the size budget."""
+    http: Any
+    extra: Any
+    namespaces: tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]
+    """Its exported namespaces and their attributes when it was built: a later output may
+    assign to them, and a changed module must not be reused."""
+
+    def intact(self) -> bool:
+        for ns, attrs in self.namespaces:
+            now = object.__getattribute__(ns, "_Namespace__attrs")
+            if len(now) != len(attrs) or any(now.get(k, _GONE) is not v for k, v in attrs):
+                return False
+        return True
+
+
+_GONE = object()
+
+
+def _namespaces(
+    module: TemplateModule,
+) -> tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]:
+    """Every namespace reachable from what ``module`` exports, with its attributes now.
+
+    Found through lists, tuples, dicts and other namespaces (stored objects are frozen and
+    hold none). A grown list inside one is marked shared, so a later append copies it
+    instead of changing what the module holds."""
+    out: list[tuple[Namespace, tuple[tuple[str, Any], ...]]] = []
+    seen: set[int] = set()
+    todo: list[Any] = list(vars(module).values())
+    while todo:
+        value = todo.pop()
+        tp = type(value)
+        if tp in _LEAVES or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if tp is Namespace:
+            attrs = object.__getattribute__(value, "_Namespace__attrs")
+            for v in attrs.values():
+                mark_shared(v)
+            out.append((value, tuple(attrs.items())))
+            todo.extend(attrs.values())
+        elif tp is dict:
+            todo.extend(value.values())
+        elif tp in (list, tuple, GrownList):
+            todo.extend(value)
+    return tuple(out)
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None), bytes, FrozenDict})
 
 
 class SnippetTemplate(Template):
     """A compiled snippet; ``pure`` is set by the renderer from the analysis above."""
 
     pure: bool = False
+    _memo: SharedModule | None = None
+    """The module the latest render built (see :mod:`controller.render.incremental`)."""
 
     def make_module(
         self,
@@ -46,12 +114,62 @@ class SnippetTemplate(Template):
         if not (self.pure and vars is not None and shared):
             return super().make_module(vars, shared, locals)
         scope = vars.get("resources")
-        if not isinstance(scope, Resources) or not _unshadowed(scope, vars, locals):
+        if not isinstance(scope, Resources):
+            return super().make_module(vars, shared, locals)
+        scope = scope.current()
+        if not _unshadowed(scope, vars, locals):
             return super().make_module(vars, shared, locals)
         name = self.name or ""
-        found = scope._modules.get(name)
+        found: SharedModule | None = scope._modules.get(name)
+        rec = current_recorder().get()
         if found is None:
-            found = scope._modules[name] = super().make_module(vars, shared, locals)
+            found = scope._modules[name] = self._obtain(scope, vars, locals)
+            if rec is not None and name not in scope._charged:
+                rec.module_chars += found.chars
+            scope._charged.setdefault(name, found.chars)
+        if rec is not None:
+            rec.reads.extend(found.reads)
+            rec.modules[name] = found.chars
+        return found.module
+
+    def _obtain(
+        self, scope: Resources, vars: dict[str, Any], locals: Mapping[str, Any] | None
+    ) -> SharedModule:
+        base = scope._base
+        http, extra = base.get("http"), base.get("extraContext")
+        view = scope._view
+        raw = view.raw if isinstance(view, TracingView) else None
+        meter = current_meter().get()
+        memo = self._memo
+        if (
+            memo is not None
+            and raw is not None
+            and memo.http is http
+            and memo.extra is extra
+            and memo.intact()
+            and unchanged(raw, memo.reads)
+        ):
+            if meter is not None and self.name not in scope._charged:
+                meter.charge(memo.chars)
+            return memo
+        recorder = Recorder()
+        token = current_recorder().set(recorder)
+        before = meter.used_chars if meter is not None else 0
+        already = scope._charged.get(self.name or "")
+        if meter is not None and already is not None:
+            meter.max_chars += already  # counted once per render, by whoever came first
+        try:
+            module = super().make_module(vars, True, locals)
+        finally:
+            current_recorder().reset(token)
+            if meter is not None and already is not None:
+                meter.max_chars -= already
+        chars = (meter.used_chars - before) if meter is not None else 0
+        if meter is not None and already is not None:
+            meter.used_chars -= chars
+        found = SharedModule(module, tuple(recorder.reads), chars, http, extra, _namespaces(module))
+        if raw is not None:
+            self._memo = found
         return found
 
 

@@ -147,6 +147,7 @@ def test_the_worker_budget_is_cpu_time() -> None:
     """Waiting (a loaded machine, a scheduler that runs others) is not charged; spinning is,
     and the kernel stops the worker right at its budget."""
     usage = Usage()
+
     def wait() -> int:
         time.sleep(0.3)
         return os.getpid()
@@ -173,3 +174,30 @@ def test_in_process_batches_are_charged_their_thread_cpu() -> None:
         rs, {"ingresses": [ingress("a", "a.local")]}, budget=budget, isolation=Isolation.NEVER
     )
     assert 0 < budget.used < 0.05
+
+
+def test_objects_out_of_budget_beside_the_render_are_judged_again_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Judging beside the render is an optimisation of judging first: when the worker runs
+    out of budget there (it shares the cores with the render), the objects are judged again,
+    alone, and the verdict is what judging first gives."""
+    import controller.validation.rules.render as ruled
+    from controller.render import Renderer
+    from controller.validation.report import BudgetExhaustion
+    from controller.validation.rules.inline import Batch
+
+    def starved(*args: Any) -> Any:
+        out = Batch(exhausted=BudgetExhaustion(phase="rules", budget="ruleTime", limit=2.0))
+        return out, 0.5
+
+    monkeypatch.setattr(ruled, "_timed_check", starved)
+    spec = make_spec(watched=WATCHED)
+    objs = [ingress(f"i{k:03}", f"h{k}.local") for k in range(250)]
+    objs[3] = ingress("i003", "Bad Host")
+    rr = ruled.RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
+    result = rr.render(filled_store(spec, {"ingresses": objs}).snapshot())
+    assert not result.budgets
+    assert [d.message for d in result.diagnostics if d.rule_id == "E5003"] == [
+        "ingresses rule dns on default/i003: bad host"
+    ]

@@ -198,6 +198,24 @@ class RuledRenderer:
                     view, http=http, extra_context=extra_context, after_output=hook
                 )
                 batch, seconds = checking.result()
+                if batch.exhausted is not None:
+                    # Beside the render the worker shares the cores (and, with SMT, a core's
+                    # execution units) with it, and a CPU second buys less: judged first,
+                    # alone, the objects may fit. The overlap must not change the verdict,
+                    # so they are judged again, first, with the budget judging first has.
+                    stats.add(RuleCounters(), seconds)
+                    again = time.perf_counter()
+                    objects_budget = RunBudget(self.time_budget)
+                    batch = check_objects(
+                        self.ruleset,
+                        wanted,
+                        budget=objects_budget,
+                        isolation=self.isolation,
+                        memo=self._memo,
+                    )
+                    seconds = time.perf_counter() - again
+                    result = None
+                    budget = RunBudget(self.time_budget, used=objects_budget.used)
             else:
                 batch = check_objects(
                     self.ruleset, wanted, budget=budget, isolation=self.isolation, memo=self._memo
