@@ -1,18 +1,44 @@
-"""The `htc` command line. One module per command; this module only assembles the group."""
+"""The `htc` command line. One module per command; this module only assembles the group.
+
+Commands are imported when they run, not when ``htc`` starts: ``htc validate`` should not
+pay for the operator's imports (kopf, the Kubernetes client), nor ``htc run`` for Jinja.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from controller import __version__
-from controller.cli import crd, lint, local, render, run, test, validate, webhook_config
+
+#: command name → module defining ``command``, in the order ``htc --help`` lists them.
+COMMANDS: dict[str, str] = {
+    "render": "controller.cli.render",
+    "validate": "controller.cli.validate",
+    "lint": "controller.cli.lint",
+    "test": "controller.cli.test",
+    "local": "controller.cli.local",
+    "run": "controller.cli.run",
+    "webhook-config": "controller.cli.webhook_config",
+    "crd": "controller.cli.crd",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return super().get_command(ctx, cmd_name)
+        command = importlib.import_module(module).command
+        assert isinstance(command, click.Command) and command.name == cmd_name
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="htc")
 def main() -> None:
     """haproxy-template-controller: templates in, validated HAProxy configurations out."""
-
-
-for _module in (render, validate, lint, test, local, run, webhook_config, crd):
-    main.add_command(_module.command)

@@ -74,6 +74,10 @@ class Inputs:
     """Config field path → its line in the config file, so rule errors point at YAML."""
     http: dict[str, str] = field(default_factory=dict)
     """Content per httpSources name, read from the files given with --http."""
+    files: int = 0
+    """How many manifest files were read."""
+    manifests: int = 0
+    """How many objects they held (watched or not)."""
 
 
 def _where(m: Manifest) -> Location:
@@ -153,7 +157,9 @@ def load_inputs(config_path: Path, resources: Sequence[Path], http: Sequence[str
         store = Store.from_spec(config)
     except StoreConfigError as exc:
         raise InputError(exc.diagnostics) from None
-    return Inputs(config, store, _fill(store, manifests), locate, contents)
+    notes = _fill(store, manifests)
+    files = len({m.file for m in manifests})
+    return Inputs(config, store, notes, locate, contents, files=files, manifests=len(manifests))
 
 
 def render_inputs(inputs: Inputs, ruleset: RuleSet | None = None) -> RenderResult:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 import structlog
 
+from controller.cli.progress import loaded_summary
 from controller.deploy.binary import HAProxyNotFound
 from controller.local.app import LocalApp, LocalOptions
 from controller.observability.logging import configure
@@ -124,6 +125,7 @@ async def serve(app: LocalApp) -> None:
 
 def banner(app: LocalApp) -> str:
     lines = [f"htc local: watching {app.options.directory} (haproxy {app.binary})"]
+    lines.append(f"  {loaded_summary(app.store)}")
     urls = frontend_urls(app.deploy_dir / "haproxy.cfg")
     if urls:
         lines.append(f"  frontend {', '.join(urls)}")

@@ -16,6 +16,7 @@ import click
 
 from controller.cli.inputs import (
     InputError,
+    Inputs,
     echo_diagnostics,
     http_option,
     load_inputs,
@@ -31,6 +32,7 @@ from controller.cli.options import (
     strict_option,
 )
 from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
+from controller.cli.progress import loaded_summary, step
 from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
 from controller.render import RenderResult
@@ -154,13 +156,16 @@ def command(
                 )
         config_path, *extra = paths
         try:
-            inputs = load_inputs(config_path, [*resources, *extra], http)
+            with step("loading manifests"):
+                inputs = load_inputs(config_path, [*resources, *extra], http)
         except InputError as exc:
             _fail_inputs(exc.diagnostics, fmt, output)
         echo_diagnostics(inputs.diagnostics)
+        click.echo(_loaded(inputs, bool(resources or extra)), err=True)
         spec = inputs.config.spec
         settings = spec.validation
-        render = render_inputs(inputs)
+        with step("rendering"):
+            render = render_inputs(inputs)
     try:
         pipeline = (
             Pipeline.from_spec(spec, haproxy_binary=haproxy_binary)
@@ -174,11 +179,23 @@ def command(
         _fail_inputs(exc.diagnostics, fmt, output)
     except InvalidOptionError as exc:
         raise click.UsageError(str(exc)) from None
-    report = asyncio.run(pipeline.validate(render, options=options))
+    with step("validating"):
+        report = asyncio.run(pipeline.validate(render, options=options))
     if spec is not None:
         report = with_config_lines(report, spec, inputs.locate, config_path)
     _emit(report, fmt, output, render)
     raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
+
+
+def _loaded(inputs: Inputs, given: bool) -> str:
+    """What was loaded, per kind; with nothing loaded, why that may be."""
+    text = loaded_summary(inputs.store, inputs.files if given else None)
+    unwatched = sum(1 for d in inputs.diagnostics if d.rule_id == "I8014")
+    if unwatched > 0:
+        text += f"; {unwatched} not watched"
+    if not given:
+        text += " (no --resources given: every watched collection is empty)"
+    return text
 
 
 def with_config_lines(
