@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from itertools import pairwise
 
@@ -312,6 +312,8 @@ class _State:
     state: str = ""
     store_crt: str | None = None  # crt-store sections have their own crt-base/key-base
     store_key: str | None = None
+    refused: dict[str, str] = field(default_factory=dict)
+    """Base name → why the base directory it names was refused (for the references)."""
 
     def base(self, name: str) -> str:
         if name == "crt" and self.store_crt is not None:
@@ -562,11 +564,17 @@ def _crt_list_refs(path: str, content: bytes, st: _State) -> Iterator[FileRef]:
 
 
 def _set_base(d: Directive, section: str, st: _State, name: str) -> Iterator[FileRef]:
+    """A base directory. One outside the deploy directory (absolute, or climbing with ``..``)
+    is harmless until a reference is resolved against it, so it is not a finding itself:
+    each reference that uses it is, naming it (an absolute ``ca-base`` no ``ca-file`` uses
+    is what many real configurations carry)."""
     tok = d.tokens[1]
     problem = _path_problem(tok)
     resolved = _INVALID if problem else _normalize(tok.value)
     if problem:
-        yield FileRef(d.file, d.line, d.keyword, "", tok, Need.DIR, (), problem)
+        st.refused[name] = f"'{d.keyword} {tok.value}' at line {d.line}: {problem[1]}"
+    if False:  # a generator, like the other directive readers
+        yield
     if section == "crt-store" and name in ("crt", "key"):
         if name == "crt":
             st.store_crt = resolved
@@ -617,7 +625,9 @@ def _ref(
     base_dir = st.base(base.rstrip("?")) if base else ""
     if base_dir == _INVALID:
         if not optional:
-            return FileRef(d.file, d.line, name, option, tok, need, (), _BAD_BASE)
+            why = st.refused.get(base.rstrip("?"), "")
+            problem = (_BAD_BASE[0], f"{_BAD_BASE[1]} ({why})" if why else _BAD_BASE[1])
+            return FileRef(d.file, d.line, name, option, tok, need, (), problem)
         base_dir = ""
     candidates = [_join(st.cwd, base_dir, tok.value)]
     if optional and base_dir:
@@ -631,7 +641,7 @@ _MOVED: tuple[RuleId, str] = (
 )
 _BAD_BASE: tuple[RuleId, str] = (
     "E2202",
-    "the base directory it is resolved against was refused (see that error)",
+    "the base directory it is resolved against is outside the deploy directory",
 )
 
 

@@ -108,6 +108,17 @@ def _remember(text_hash: str) -> None:
     _CLEAN[text_hash] = True
 
 
+def _bare_switch_lines(section: Section) -> set[int]:
+    """Lines of the global ``external-check`` switch. On its own it runs nothing: it is denied
+    only together with a check that would use it (``option external-check``, ``external-check
+    command``), since real configurations often carry the switch unused."""
+    return {
+        d.line
+        for d in section.directives
+        if len(d.tokens) == 1 and d.tokens[0].value == "external-check"
+    }
+
+
 def unknown_allow_names(allow: Iterable[str]) -> list[str]:
     """Names in an allow-list that allow nothing (usually typos)."""
     return sorted({a for a in allow if a not in ALLOW_NAMES})
@@ -117,13 +128,24 @@ def check_policy(parsed: ParsedConfig, allow: Collection[str] = ()) -> list[Diag
     """Errors for every denied directive and variable expansion not in ``allow``."""
     out: list[Diagnostic] = []
     plain = not parsed.macros  # then a section's directives follow from its text alone
+    bare: list[Diagnostic] = []
+    checks_run = False
     for section in parsed.sections:
         if plain and _CLEAN.get(section.text_hash):
             continue
         found = _section_findings(section)
         if not found and plain:
             _remember(section.text_hash)
-        out.extend(d for name, d in found if name not in allow)
+        switch = _bare_switch_lines(section) if section.keyword == "global" else ()
+        for name, d in found:
+            if name == "external-check" and d.location is not None and d.location.line in switch:
+                bare.append(d)
+                continue
+            checks_run = checks_run or name == "external-check"
+            if name not in allow:
+                out.append(d)
+    if checks_run and "external-check" not in allow:
+        out.extend(bare)  # the global switch of a check that runs a program
     for macro in parsed.macros:
         out.extend(d for name, d in _env(macro) if name not in allow)
     return out

@@ -303,7 +303,7 @@ def test_every_trick_is_either_read_exactly_or_declined(line: str) -> None:
     [
         *(f"{name} x.lua" for name in DENIED if name != "program"),
         "option external-check",
-        "crt-base /etc",
+        "crt-base /etc\n    bind 127.0.0.1:81 ssl crt x.pem",
         "errorfile 503 /etc/passwd",
         "errorfile 503 errors/none",
         "http-request set-header x %[req.hdr(host),map(maps/none.map)]",

@@ -22,7 +22,6 @@ CASES = [
     ("global\n    ssl-provider-path lib\n", "ssl-provider-path", "E2102", 2),
     ("global\n    ssl-passphrase-cmd /bin/echo\n", "ssl-passphrase-cmd", "E2103", 2),
     ("global\n    master-worker\nprogram p\n    command /bin/true\n", "program", "E2103", 3),
-    ("global\n    external-check\n", "external-check", "E2103", 2),
     ("backend b\n    option external-check\n", "external-check", "E2103", 2),
     ("backend b\n    external-check command /bin/true\n", "external-check", "E2103", 2),
     ("global\n    insecure-fork-wanted\n", "insecure-fork-wanted", "E2103", 2),
@@ -47,6 +46,19 @@ def test_denied_unless_allowed(text: str, name: str, rule: str, line: int) -> No
     assert name in d.message and f"line {line}" in d.message  # names the directive and line
     assert check_policy(parsed, {name}) == []
     assert check_policy(parsed, ALLOW_NAMES - {name}) != []  # only its own name allows it
+
+
+def test_the_global_external_check_switch_alone_is_harmless() -> None:
+    alone, _ = parse("global\n    external-check\n", "haproxy.cfg")
+    assert check_policy(alone) == []
+    used, _ = parse(
+        "global\n    external-check\nbackend b\n    option external-check\n", "haproxy.cfg"
+    )
+    assert [(d.rule_id, d.location.line if d.location else 0) for d in check_policy(used)] == [
+        ("E2103", 4),
+        ("E2103", 2),
+    ]
+    assert check_policy(used, {"external-check"}) == []
 
 
 def test_the_table_covers_every_case_and_is_registered() -> None:

@@ -95,13 +95,22 @@ def test_constant_conditions_still_switch_lines_off() -> None:
 def test_file_references_in_a_version_branch_are_checked() -> None:
     cfg = config(
         "    .if version_before(2.6)\n"
-        "    ca-base /etc/ssl\n"
+        "    ssl-dh-param-file /etc/ssl/dh.pem\n"
         "    .endif\n"
         "    .if version_atleast(3.0)\n"
-        "    crt-base ../outside\n"
+        "    ssl-dh-param-file ../outside/dh.pem\n"
         "    .endif\n"
     )
     assert denied(cfg, "2.8.25") == [("E2201", 3), ("E2202", 6)]
+
+
+def test_a_base_outside_is_refused_where_a_reference_uses_it() -> None:
+    unused = config("    ca-base /etc/ssl\n    crt-base ../outside\n")
+    assert denied(unused, "2.8.25") == []  # harmless: nothing is resolved against them
+    used = unused.replace(
+        b"bind 127.0.0.1:8080", b"bind 127.0.0.1:8443 ssl crt site.pem ca-file ca.pem"
+    )
+    assert denied(used, "2.8.25") == [("E2202", 10), ("E2202", 10)]
 
 
 def test_later_stages_still_judge_what_this_binary_loads() -> None:
