@@ -34,10 +34,10 @@ from controller.validation.rules.budget import iteration_exhaustion
 from controller.validation.rules.cel import BudgetExceeded
 from controller.validation.rules.compiled import CompiledRule, OwnerKind, RuleSet
 from controller.validation.rules.inline import budget_diagnostic
-from controller.validation.rules.judge import State, judge
+from controller.validation.rules.judge import Judgement, State, judge
 from controller.validation.rules.refs import ANY, EXTRA, OUTPUTS, RESOURCES
 
-__all__ = ["DeferredInputs", "DeferredResult", "Plan", "evaluate_deferred", "plan"]
+__all__ = ["DeferredInputs", "DeferredResult", "Plan", "evaluate_deferred", "memo_name", "plan"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,14 @@ class DeferredInputs:
     )
     """Per collection: (object, "namespace/name", reference) in store order."""
     extra_context: Mapping[str, Any] = field(default_factory=dict)
+    known: Mapping[tuple[str, Any], Judgement] = field(default_factory=dict)
+    """Judgements of collection rules already made on the same inputs: (the rule's memo key
+    for this run, the object's content key) → judgement. See :class:`ObjectJudgements`."""
+    memo_keys: Mapping[str, str] = field(default_factory=dict)
+    """:func:`memo_name` of a rule → its memo key for this run (a digest of everything the rule reads besides
+    ``self``); rules without one are judged afresh for every object."""
+    object_keys: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    """Per collection: each object's content key, in the order of ``collections``."""
 
 
 @dataclass
@@ -91,6 +99,8 @@ class DeferredResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     counters: RuleCounters = field(default_factory=RuleCounters)
     exhausted: BudgetExhaustion | None = None
+    fresh: dict[tuple[str, Any], Judgement] = field(default_factory=dict)
+    """Judgements of collection rules made by this run, for the next (see ``known``)."""
 
 
 def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> DeferredResult:
@@ -142,8 +152,17 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
         else:
             selves = inputs.collections.get(owner.name, ())
             location = None
+        memo_key = (
+            inputs.memo_keys.get(memo_name(rule)) if owner.kind is OwnerKind.COLLECTION else None
+        )
+        keys = inputs.object_keys.get(owner.name) if memo_key is not None else None
         judged, rule_failed, blocking = _judge_all(
-            rule, selves, _visible(rule, shared), location, result
+            rule,
+            selves,
+            _visible(rule, shared),
+            location,
+            result,
+            memo=(memo_key, keys, inputs.known) if memo_key is not None and keys else None,
         )
         if judged or (owner.kind is OwnerKind.COLLECTION and not selves):
             evaluated += 1
@@ -171,6 +190,11 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
     return result
 
 
+def memo_name(rule: CompiledRule) -> str:
+    """A rule's name in :attr:`DeferredInputs.memo_keys`: its owner and its index."""
+    return f"{rule.owner.key}#{rule.index}"
+
+
 def _visible(rule: CompiledRule, shared: Mapping[str, Any]) -> Mapping[str, Any]:
     """Only the outputs and collections ``rule`` names (all of them for a computed name).
 
@@ -192,21 +216,32 @@ def _judge_all(
     shared: Mapping[str, Any],
     location: Location | None,
     result: DeferredResult,
+    memo: tuple[str, Sequence[Any], Mapping[tuple[str, Any], Judgement]] | None = None,
 ) -> tuple[int, bool, bool]:
+    """``memo`` (the rule's memo key, the objects' content keys, known judgements): an
+    object whose judgement on the same inputs is known is not judged again (and, when
+    ``selves`` converts lazily, not converted either)."""
     judged = 0
     rule_failed = blocking = False
-    for value, subject, ref in selves:
-        try:
-            j = judge(
-                rule, {**shared, "self": value}, location=location, object=ref, subject=subject
-            )
-        except BudgetExceeded:
-            judged += 1
-            if result.exhausted is None:
-                result.exhausted = iteration_exhaustion()
-                where = rule.title + (f" on {subject}" if subject else "")
-                result.diagnostics.append(budget_diagnostic(where, result.exhausted))
-            continue
+    for i in range(len(selves)):
+        object_key = memo[1][i] if memo is not None else None
+        key = (memo[0], object_key) if memo is not None and object_key is not None else None
+        j = memo[2].get(key) if memo is not None and key is not None else None
+        if j is None:
+            value, subject, ref = selves[i]
+            try:
+                j = judge(
+                    rule, {**shared, "self": value}, location=location, object=ref, subject=subject
+                )
+            except BudgetExceeded:
+                judged += 1
+                if result.exhausted is None:
+                    result.exhausted = iteration_exhaustion()
+                    where = rule.title + (f" on {subject}" if subject else "")
+                    result.diagnostics.append(budget_diagnostic(where, result.exhausted))
+                continue
+            if key is not None:
+                result.fresh[key] = j
         if j.state is State.SKIPPED:
             continue
         judged += 1

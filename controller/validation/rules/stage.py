@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, overload
 
 from controller.diagnostics import Phase
 from controller.render import RenderResult
@@ -35,10 +36,11 @@ from controller.validation.rules.deferred import (
     DeferredInputs,
     DeferredResult,
     evaluate_deferred,
+    memo_name,
     plan,
 )
-from controller.validation.rules.inline import budget_diagnostic, subject_of
-from controller.validation.rules.judge import output_value
+from controller.validation.rules.inline import budget_diagnostic, content_key, subject_of
+from controller.validation.rules.judge import Judgement, output_value
 from controller.validation.rules.refs import ANY, EXTRA
 from controller.validation.stage import Stage, StageContext, StageOutcome
 
@@ -61,8 +63,40 @@ def _objects(view: StoreView | None, name: str) -> list[Any]:
     return list(view.collection(name).list())
 
 
-def deferred_inputs(ruleset: RuleSet, render: RenderResult) -> DeferredInputs:
-    """Convert what the deferred rules of ``ruleset`` read from ``render`` for CEL."""
+class _Selves(Sequence[tuple[Any, str, Any]]):
+    """(CEL value, subject, reference) of each object, converted when first asked for:
+    an object whose judgements are all known is never converted."""
+
+    def __init__(self, objs: Sequence[Any]) -> None:
+        self._objs = objs
+        self._done: dict[int, tuple[Any, str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._objs)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[Any, str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[Any, str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self._objs)
+        found = self._done.get(i)
+        if found is None:
+            o = self._objs[i]
+            found = self._done[i] = (to_cel(o), subject_of(o), _safe_ref(o))
+        return found
+
+
+def deferred_inputs(
+    ruleset: RuleSet, render: RenderResult, *, lazy: bool = False
+) -> DeferredInputs:
+    """Convert what the deferred rules of ``ruleset`` read from ``render`` for CEL
+    (``lazy``: each object when first read)."""
     outputs: dict[str, dict[str, Any] | None] = {}
     states: dict[str, str] = {}
     for name, owner in ruleset.outputs.items():
@@ -75,8 +109,10 @@ def deferred_inputs(ruleset: RuleSet, render: RenderResult) -> DeferredInputs:
             outputs[name] = None
             states[name] = status.state if status is not None else "not rendered"
     view = render.inputs.view if render.inputs is not None else None
-    collections = {
-        name: [(to_cel(o), subject_of(o), _safe_ref(o)) for o in _objects(view, name)]
+    collections: dict[str, Sequence[tuple[Any, str, Any]]] = {
+        name: _Selves(_objects(view, name))
+        if lazy
+        else [(to_cel(o), subject_of(o), _safe_ref(o)) for o in _objects(view, name)]
         for name in _collection_names(ruleset)
     }
     extra: Mapping[str, Any] = (
@@ -109,15 +145,73 @@ class RulesStage(Stage):
         self.isolation = isolation
         self.plan = plan(ruleset)
         self._memo: tuple[RenderResult, DeferredInputs] | None = None
+        self._keys: dict[str, dict[int, tuple[Any, bytes | None]]] = {}
+        self._known: dict[tuple[str, Any], Judgement] = {}
 
     def _inputs(self, render: RenderResult) -> DeferredInputs:
         """Converted once per candidate: the pipeline asks for the cache key, then runs."""
         memo = self._memo
         if memo is not None and memo[0] is render:
             return memo[1]
-        inputs = deferred_inputs(self.ruleset, render)
+        inputs = deferred_inputs(self.ruleset, render, lazy=True)
+        view = render.inputs.view if render.inputs is not None else None
+        object_keys = {
+            name: self._content_keys(name, _objects(view, name)) for name in inputs.collections
+        }
+        memo_keys = self._memo_keys(inputs, object_keys)
+        inputs = dataclasses.replace(
+            inputs, known=self._known, memo_keys=memo_keys, object_keys=object_keys
+        )
         self._memo = (render, inputs)
         return inputs
+
+    def _content_keys(self, name: str, objs: list[Any]) -> list[bytes | None]:
+        """Each object's content digest, found by identity while the store holds it."""
+        seen = self._keys.get(name, {})
+        now: dict[int, tuple[Any, bytes | None]] = {}
+        out: list[bytes | None] = []
+        for o in objs:
+            hit = seen.get(id(o))
+            key = hit[1] if hit is not None and hit[0] is o else content_key(o)
+            now[id(o)] = (o, key)
+            out.append(key)
+        self._keys[name] = now
+        return out
+
+    def _memo_keys(
+        self, inputs: DeferredInputs, object_keys: Mapping[str, list[bytes | None]]
+    ) -> dict[str, str]:
+        """Per collection rule: a digest of everything it reads besides ``self`` — the
+        extraContext it reads, the contents of the collections and outputs it names — so
+        that a judgement made with the same digest on an object with the same content is
+        the same judgement. None of it is read: no key, judged afresh."""
+        out: dict[str, str] = {}
+        extra: str | None = None
+        for r in self.ruleset.deferred:
+            if r.owner.kind is not OwnerKind.COLLECTION:
+                continue
+            parts: list[Any] = [r.owner.key, r.index]
+            if EXTRA in r.refs.variables:
+                if extra is None:
+                    try:
+                        extra = json.dumps(inputs.extra_context, sort_keys=True)
+                    except (TypeError, ValueError):
+                        continue
+                parts.append(extra)
+            names = self.ruleset.collections if ANY in r.refs.collections else r.refs.collections
+            for n in sorted(names):
+                keys = object_keys.get(n, [])
+                if any(k is None for k in keys):
+                    break
+                parts.append([n, [k.hex() for k in keys if k is not None]])
+            else:
+                outs = self.ruleset.outputs if ANY in r.refs.outputs else r.refs.outputs
+                for n in sorted(outs):
+                    value = inputs.outputs.get(n)
+                    parts.append([n, value["content"] if value else inputs.states.get(n)])
+                text = json.dumps(parts)
+                out[memo_name(r)] = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+        return out
 
     def fingerprint(self) -> str:
         return hashlib.sha256(
@@ -131,7 +225,13 @@ class RulesStage(Stage):
         inputs = self._inputs(render)
         reads_extra = any(EXTRA in r.refs.variables for r in self.ruleset.deferred)
         doc = {
-            "collections": {n: [o for o, _, _ in objs] for n, objs in inputs.collections.items()},
+            "collections": {
+                n: [
+                    k.hex() if k is not None else objs[i][0]
+                    for i, k in enumerate(inputs.object_keys.get(n, ()))
+                ]
+                for n, objs in inputs.collections.items()
+            },
             "extraContext": inputs.extra_context if reads_extra else None,
         }
         text = json.dumps(doc, sort_keys=True, default=str)
@@ -190,4 +290,13 @@ class RulesStage(Stage):
             diagnostics.append(budget_diagnostic("deferred rules", budget.exhausted))
             return StageOutcome(diagnostics, budget=budget.exhausted)
         diagnostics.extend(result.diagnostics)
+        self._remember(inputs, result.fresh)
         return StageOutcome(diagnostics, budget=result.exhausted, rules=result.counters)
+
+    def _remember(self, inputs: DeferredInputs, fresh: Mapping[tuple[str, Any], Judgement]) -> None:
+        """Keep the judgements of this run's inputs (known and fresh), and only those."""
+        wanted = set(inputs.memo_keys.values())
+        present = {k for keys in inputs.object_keys.values() for k in keys if k is not None}
+        kept = {k: j for k, j in self._known.items() if k[0] in wanted and k[1] in present}
+        kept.update(fresh)
+        self._known = kept
