@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import signal
 import socket
@@ -126,7 +127,7 @@ async def serve(app: LocalApp) -> None:
 def banner(app: LocalApp) -> str:
     lines = [f"htc local: watching {app.options.directory} (haproxy {app.binary})"]
     lines.append(f"  {loaded_summary(app.store)}")
-    urls = frontend_urls(app.deploy_dir / "haproxy.cfg")
+    urls = frontend_urls(app.deploy_dir / "haproxy.cfg") if app.board.ready else []
     if urls:
         lines.append(f"  frontend {', '.join(urls)}")
         host = first_host(app)
@@ -165,7 +166,9 @@ def frontend_urls(config: Path) -> list[str]:
 
 
 def first_host(app: LocalApp) -> str | None:
-    """A host name some watched Ingress routes (what to put in the Host header)."""
+    """A host name a watched Ingress routes and the deployed files name (an Ingress of
+    another class is watched too, but not routed): what to put in the Host header."""
+    deployed = _deployed_text(app.deploy_dir)
     store = app.store
     for name in store.names():
         for obj in store.collection(name).list():
@@ -173,9 +176,19 @@ def first_host(app: LocalApp) -> str | None:
                 continue
             for rule in (obj.get("spec") or {}).get("rules") or []:
                 host = rule.get("host") if isinstance(rule, Mapping) else None
-                if isinstance(host, str) and host and not host.startswith("*"):
-                    return host
+                usable = isinstance(host, str) and host and not host.startswith("*")
+                if usable and host in deployed:
+                    return str(host)
     return None
+
+
+def _deployed_text(deploy_dir: Path) -> str:
+    parts: list[str] = []
+    for path in sorted(deploy_dir.rglob("*")):
+        if path.is_file() and path.suffix != ".pem":
+            with contextlib.suppress(OSError):
+                parts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(parts)
 
 
 def check_free(option: str, addr: str) -> None:
