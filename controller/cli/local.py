@@ -176,9 +176,10 @@ def first_host(app: LocalApp) -> str | None:
                 continue
             for rule in (obj.get("spec") or {}).get("rules") or []:
                 host = rule.get("host") if isinstance(rule, Mapping) else None
-                usable = isinstance(host, str) and host and not host.startswith("*")
-                if usable and host in deployed:
-                    return str(host)
+                if not isinstance(host, str) or not host or host.startswith("*"):
+                    continue
+                if host in deployed:
+                    return host
     return None
 
 
