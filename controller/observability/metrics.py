@@ -201,6 +201,24 @@ class Metrics:
             ["state"],
             registry=r,
         )
+        self.http_fetches = Counter(
+            f"{PREFIX}_http_fetches",
+            "Fetches of HTTP sources, by source and result (ok, unchanged, error).",
+            ["source", "result"],
+            registry=r,
+        )
+        self.http_promotions = Counter(
+            f"{PREFIX}_http_promotions",
+            "New content of an HTTP source that passed validation and became the accepted one.",
+            ["source"],
+            registry=r,
+        )
+        self.http_rejections = Counter(
+            f"{PREFIX}_http_rejections",
+            "New content of an HTTP source that was not accepted, by reason (invalid, known).",
+            ["source", "reason"],
+            registry=r,
+        )
         self.k8s_events = Counter(
             f"{PREFIX}_kubernetes_events",
             "Kubernetes Events posted, by type (Normal, Warning) and result (posted, deduplicated, throttled, error).",

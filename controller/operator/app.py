@@ -23,6 +23,7 @@ only the leader deploys to them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import shutil
@@ -63,9 +64,10 @@ from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
 from controller.spec.loader import parse_config
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.spec.models import HAProxyTemplateConfigSpec, SecretKeyRef
 from controller.triggers import ReconcileTrigger, default_engine, spec_rejection, with_listen
 from controller.triggers.admission import AdmissionDecision, AdmissionJudge
+from controller.triggers.http_sources import HttpSources
 
 __all__ = ["OperatorApp", "OperatorOptions"]
 
@@ -196,6 +198,7 @@ class OperatorApp:
                 spec_override=self._override,
                 on_decision=self._admitted,
             )
+        self.http_sources: HttpSources | None = None
         self.ingress_status: IngressStatus | None = None
         if options.publish_address or options.publish_service:
             self.ingress_status = IngressStatus(
@@ -272,8 +275,12 @@ class OperatorApp:
         self.synced = True
         self._unsubscribe = self.store.subscribe(self.trigger)
         self._running_spec = spec
+        if spec.http_sources:
+            await self._start_http_sources(spec)
         await self.trigger.start(spec)
         self.started = True
+        if self.http_sources is not None:
+            self.http_sources.start_refresh()
         if self._pending_config is not None:
             pending, self._pending_config = self._pending_config, None
             self._on_config(pending)
@@ -289,6 +296,8 @@ class OperatorApp:
         for watch_set in list(self._sets.values()):
             await watch_set.stop()
         await self.trigger.stop()
+        if self.http_sources is not None:
+            await self.http_sources.stop()
         if self.fleet_pods is not None:
             await self.fleet_pods.stop()
         if self.fleet is not None:
@@ -502,6 +511,34 @@ class OperatorApp:
         self.metrics.watched_objects.labels(item.collection).set(
             len(store.collection(item.collection))
         )
+
+    # --- HTTP sources ---------------------------------------------------------------------
+
+    async def _start_http_sources(self, spec: HAProxyTemplateConfigSpec) -> None:
+        """First fetch of every source, then (critical ones) wait: nothing renders before."""
+        sources = HttpSources(
+            spec.http_sources,
+            engine=lambda: self.trigger.engine,
+            view=lambda: self.store.snapshot() if self.synced else None,
+            on_promote=lambda names: self.trigger.notify(trigger="http"),
+            publisher=self.publisher,
+            metrics=self.metrics,
+            secret_headers=self._secret_headers,
+        )
+        self.http_sources = sources
+        self.trigger.http = sources.content
+        self.cluster.http_sources = sources.status
+        await sources.start_initial()
+        await sources.wait_critical()
+
+    async def _secret_headers(self, ref: SecretKeyRef) -> dict[str, str]:
+        secret = await asyncio.to_thread(
+            client.CoreV1Api(self.api).read_namespaced_secret, ref.name, self.options.namespace
+        )
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        if ref.key is not None:
+            return {"Authorization": data.get(ref.key, "")}
+        return data
 
     # --- admission ------------------------------------------------------------------------
 

@@ -82,6 +82,8 @@ class ClusterPublication:
         """Generation of the spec the running engine came from (observedGeneration)."""
         self.uid: str | None = None
         self.targets: Callable[[], list[dict[str, Any]]] | None = None
+        self.http_sources: Callable[[], list[dict[str, Any]]] | None = None
+        """Per HTTP source: accepted checksum, last fetch and error, pending rejection."""
         """The fleet's per-pod status (``status.targets``); None in the embedded topology."""
         self._targets_written: list[dict[str, Any]] | None = None
         self._conditions: dict[str, dict[str, Any]] = {}
@@ -190,6 +192,9 @@ class ClusterPublication:
                 "ruleIds": sorted({d.rule_id for d in event.diagnostics})[:_MAX_IDS],
                 "messages": [_describe(d)[:500] for d in first],
             }
+        elif kind is EventKind.RUNTIME and event.trigger.startswith("http:"):
+            # new HTTP source content was rejected: the configuration itself is unchanged
+            return self._full_status() if self._conditions else None
         else:
             return None
         if report is not None:
@@ -217,6 +222,10 @@ class ClusterPublication:
         }
         if self.targets is not None:
             status["targets"] = self._targets_written = self._target_lines()
+        if self.http_sources is not None:
+            status["httpSources"] = [
+                {k: v for k, v in line.items() if v is not None} for line in self.http_sources()
+            ]
         return status
 
     def _target_lines(self) -> list[dict[str, Any]]:
@@ -250,6 +259,10 @@ class ClusterPublication:
         elif kind is EventKind.DEPLOY_FAILED:
             reason, type_ = "DeployFailed", "Warning"
             note = f"{checksum[:12]} passed validation but did not deploy; {event.fallback()}"
+        elif kind is EventKind.RUNTIME and event.trigger.startswith("http:"):
+            reason, type_ = "HTTPSourceRejected", "Warning"
+            first = _first_errors(event.diagnostics[1:], 2)
+            note = event.message + ": " + "; ".join(_describe(d) for d in first)
         elif kind in (EventKind.REJECTED, EventKind.SPEC_REJECTED):
             reason = "Rejected" if kind is EventKind.REJECTED else "SpecRejected"
             type_ = "Warning"

@@ -855,6 +855,21 @@ class TargetState(ApiModel):
     """The first error of the last attempt, when it failed."""
 
 
+class HttpSourceStatus(ApiModel):
+    """What the controller holds of one HTTP source."""
+
+    name: str = Field(min_length=1)
+    """The httpSources entry."""
+    accepted_checksum: str | None = Field(default=None, pattern=SHA256_HEX_PATTERN)
+    """sha256 of the content templates read (the last that passed validation)."""
+    last_fetch: Timestamp | None = None
+    """RFC 3339 time of the latest fetch attempt."""
+    last_error: str | None = Field(default=None, max_length=300)
+    """Why the latest fetch failed, if it did."""
+    pending_rejected: str | None = Field(default=None, pattern=SHA256_HEX_PATTERN)
+    """sha256 of the latest fetched content that failed validation."""
+
+
 class HAProxyTemplateConfigStatus(ApiModel):
     """Observed state written by the controller."""
 
@@ -872,6 +887,10 @@ class HAProxyTemplateConfigStatus(ApiModel):
     """The latest configuration that failed validation; the last validated one keeps serving."""
     warnings: list[str] = Field(default_factory=list, max_length=20)
     """Warnings of the latest valid report (at most 20), as rule id and message."""
+    http_sources: list[HttpSourceStatus] = Field(
+        default_factory=list, max_length=64, json_schema_extra=_list_map("name")
+    )
+    """The HTTP sources: accepted content, latest fetch and latest rejection."""
     targets: list[TargetState] = Field(
         default_factory=list, max_length=1000, json_schema_extra=_list_map("pod")
     )

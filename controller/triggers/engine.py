@@ -14,7 +14,8 @@ adapters differ only in where objects come from and where verdicts go.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,7 +47,9 @@ _log = get_logger("controller.engine")
 
 
 class RendererLike(Protocol):
-    def render(self, view: StoreView) -> RenderResult: ...
+    def render(self, view: StoreView, *, http: Mapping[str, str] | None = None) -> RenderResult:
+        """``http``: the content of each HTTP source (None: the renderer has none)."""
+        ...
 
 
 class VerdictLike(Protocol):
@@ -131,10 +134,18 @@ def spec_lint(spec: HAProxyTemplateConfigSpec) -> Sequence[Diagnostic]:
     return lint_spec(spec).diagnostics
 
 
-async def evaluate(engine: Engine, view: StoreView) -> tuple[RenderResult | None, VerdictLike]:
-    """Render ``view`` off the event loop, then run the pipeline on the result."""
+async def evaluate(
+    engine: Engine, view: StoreView, http: Mapping[str, str] | None = None
+) -> tuple[RenderResult | None, VerdictLike]:
+    """Render ``view`` (with the HTTP sources' ``http`` content) off the event loop, then run
+    the pipeline on the result."""
+    render_call = (
+        functools.partial(engine.renderer.render, view, http=http)
+        if http is not None
+        else functools.partial(engine.renderer.render, view)
+    )
     try:
-        render = await asyncio.to_thread(engine.renderer.render, view)
+        render = await asyncio.to_thread(render_call)
     except Exception as exc:
         _log.exception("renderer raised")
         report = failure_report("F0001", Phase.RENDER, f"the renderer raised {exc!r}")

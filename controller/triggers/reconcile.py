@@ -120,6 +120,7 @@ class ReconcileTrigger:
         retry_initial: float = 1.0,
         retry_max: float = 30.0,
         clock: Clock | None = None,
+        http: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.source = source
         self.targets = list(targets)
@@ -129,6 +130,8 @@ class ReconcileTrigger:
         self.drift_interval = drift_interval
         self.retry_initial = retry_initial
         self.retry_max = retry_max
+        self.http = http
+        """The accepted content of the HTTP sources, read at every run (None: no sources)."""
         self.clock = clock if clock is not None else Clock()
         """What schedules read and wait on (debounce, min interval, resync, retry)."""
         self.engine: Engine | None = None
@@ -373,7 +376,7 @@ class ReconcileTrigger:
     ) -> tuple[RenderResult | None, VerdictLike]:
         self.runs += 1
         self.metrics.reconcile_runs.labels(trigger).inc()
-        return await evaluate(engine, view)
+        return await evaluate(engine, view, self.http() if self.http is not None else None)
 
     async def _conclude(
         self,
