@@ -594,6 +594,11 @@ class Renderer:
             CURRENT.reset(resources_token)
             _METER.reset(token)
         if resources._tainted:
+            for module in resources._tainted:
+                tmpl = self._loader.templates.get(module)
+                if isinstance(tmpl, SnippetTemplate):
+                    tmpl.keep = False
+                    tmpl._memo = None
             for name, kept in list(self._memo.items()):
                 if any(m in resources._tainted for m, _ in kept.modules):
                     self._memo.pop(name, None)

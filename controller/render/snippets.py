@@ -104,6 +104,9 @@ class SnippetTemplate(Template):
     pure: bool = False
     _memo: SharedModule | None = None
     """The module the latest render built (see :mod:`controller.render.incremental`)."""
+    keep: bool = True
+    """False once a template assigned to one of its namespaces: then it is never reused
+    across renders again (a render in another thread could see the assignment)."""
 
     def make_module(
         self,
@@ -143,6 +146,7 @@ class SnippetTemplate(Template):
         memo = self._memo
         if (
             memo is not None
+            and self.keep
             and raw is not None
             and memo.http is http
             and memo.extra is extra
@@ -168,7 +172,7 @@ class SnippetTemplate(Template):
         if meter is not None and already is not None:
             meter.used_chars -= chars
         found = SharedModule(module, tuple(recorder.reads), chars, http, extra, _namespaces(module))
-        if raw is not None:
+        if raw is not None and self.keep:
             self._memo = found
         return found
 
