@@ -185,6 +185,7 @@ class OperatorApp:
             baseline_valid=self._baseline_valid,
             engine_factory=default_engine(self.binary),
             allow_on_timeout=options.webhook_allow_on_timeout,
+            http=lambda: self.http_sources.content() if self.http_sources is not None else None,
         )
         self.webhook: WebhookServer | None = None
         if options.webhook_addr:

@@ -107,6 +107,7 @@ class AdmissionJudge:
         allow_on_timeout: bool = False,
         concurrency: int = 8,
         on_verdict: Callable[[str, AdmissionDecision], None] | None = None,
+        http: Callable[[], Mapping[str, str] | None] = lambda: None,
     ) -> None:
         self._engine = engine
         self._view = view
@@ -117,6 +118,8 @@ class AdmissionJudge:
         self._inflight: dict[str, asyncio.Future[AdmissionDecision]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_verdict = on_verdict
+        self.http = http
+        """The accepted content of the HTTP sources (what the running templates read)."""
 
     # --- objects --------------------------------------------------------------------------
 
@@ -152,7 +155,7 @@ class AdmissionJudge:
     async def _judge(
         self, engine: Engine, live: IndexedStoreView, proposal: IndexedStoreView
     ) -> AdmissionDecision:
-        render, verdict = await evaluate(engine, proposal)
+        render, verdict = await evaluate(engine, proposal, self.http())
         report = verdict.report
         checksum = report.metadata.checksum
         if verdict.validated is not None:
@@ -175,7 +178,7 @@ class AdmissionJudge:
         report: ValidationReport,
     ) -> AdmissionDecision:
         """The live configuration is invalid already: allow only what changes no output."""
-        live_render, live_verdict = await evaluate(engine, live)
+        live_render, live_verdict = await evaluate(engine, live, self.http())
         same = (
             rendered
             and live_render is not None
@@ -254,7 +257,11 @@ class AdmissionJudge:
                         "configuration stays",
                     ),
                 )
-            _, verdict = await evaluate(engine, view)
+            # Validated against the accepted content; a source the running spec does not have
+            # yet reads as empty until its first fetch.
+            accepted = self.http() or {}
+            http = {name: accepted.get(name, "") for name in spec.http_sources}
+            _, verdict = await evaluate(engine, view, http if spec.http_sources else None)
             report = verdict.report
             if verdict.validated is not None:
                 return AdmissionDecision(
