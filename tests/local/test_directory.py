@@ -263,7 +263,10 @@ def test_exactly_one_config_is_required(root: Path) -> None:
     (root / "second.yaml").unlink()
     (root / "config.yaml").unlink()
     ad.sync()
-    assert rec.last == ["E8015"] and "no document with kind: HAProxyTemplateConfig" in rec.reports[-1][0].message
+    assert (
+        rec.last == ["E8015"]
+        and "no document with kind: HAProxyTemplateConfig" in rec.reports[-1][0].message
+    )
     assert names(ad) == ["a", "b"]  # the accepted config stays in effect
 
 
@@ -272,7 +275,10 @@ def test_an_empty_directory_says_it_has_no_config(tmp_path: Path) -> None:
     rec = Recorder()
     ad = adapter(tmp_path, rec)
     assert [d.rule_id for d in ad.load_initial()] == ["E8015"]
-    assert rec.last == ["E8015"] and "no document with kind: HAProxyTemplateConfig" in rec.reports[-1][0].message
+    assert (
+        rec.last == ["E8015"]
+        and "no document with kind: HAProxyTemplateConfig" in rec.reports[-1][0].message
+    )
     ad.sync()
     assert len(rec.reports) == 1  # unchanged, so not reported again
     (tmp_path / "config.yaml").write_text(CONFIG.format(extra=""))
