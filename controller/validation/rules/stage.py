@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 from controller.diagnostics import Phase
@@ -162,8 +162,35 @@ class RulesStage(Stage):
         inputs = dataclasses.replace(
             inputs, known=self._known, memo_keys=memo_keys, object_keys=object_keys
         )
+        self._convert_needed(inputs)
         self._memo = (render, inputs)
         return inputs
+
+    def _convert_needed(self, inputs: DeferredInputs) -> None:
+        """Convert here, not in the evaluation worker, every object an evaluation will read:
+        conversion is not rule evaluation and must not eat the rules' time budget."""
+        rules = self.ruleset.deferred
+        everything = {
+            n
+            for r in rules
+            for n in (self.ruleset.collections if ANY in r.refs.collections else r.refs.collections)
+        }
+        for name, selves in inputs.collections.items():
+            owned = [
+                r for r in rules if r.owner.kind is OwnerKind.COLLECTION and r.owner.name == name
+            ]
+            keys = inputs.object_keys.get(name, [])
+            if name in everything or any(memo_name(r) not in inputs.memo_keys for r in owned):
+                wanted: Iterable[int] = range(len(selves))
+            else:
+                memo = [inputs.memo_keys[memo_name(r)] for r in owned]
+                wanted = [
+                    i
+                    for i, k in enumerate(keys)
+                    if k is None or any((m, k) not in inputs.known for m in memo)
+                ]
+            for i in wanted:
+                selves[i]
 
     def _content_keys(self, name: str, objs: list[Any]) -> list[bytes | None]:
         """Each object's content digest, found by identity while the store holds it."""
