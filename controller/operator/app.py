@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
 
 from controller.deploy import (
     DeployTarget,
@@ -59,12 +60,14 @@ from controller.operator.watchset import (
     Delivery,
     WatchSet,
     apply_delivery,
+    field_selector_string,
+    label_selector_string,
 )
 from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
 from controller.spec.loader import parse_config
-from controller.spec.models import HAProxyTemplateConfigSpec, SecretKeyRef
+from controller.spec.models import HAProxyTemplateConfigSpec, SecretKeyRef, WatchedResource
 from controller.triggers import ReconcileTrigger, default_engine, spec_rejection, with_listen
 from controller.triggers.admission import AdmissionDecision, AdmissionJudge
 from controller.triggers.http_sources import HttpSources
@@ -98,6 +101,10 @@ class OperatorOptions:
     identity: str | None = None
     drift_interval: float = 5.0
     sync_timeout: float = 300.0
+    relist_interval: float = 600.0
+    """Seconds between full lists that make the store equal to the API server (0: only after
+    the API server was unreachable). Watches resumed after a 410 list again without telling
+    what was deleted meanwhile; this catches it."""
     webhook_addr: str | None = None
     """Address of the admission webhook (HTTPS); None runs none."""
     webhook_cert: Path | None = None
@@ -262,6 +269,7 @@ class OperatorApp:
         else:
             self._spawn(self.elector.run())
         self._spawn(self._probe_api())
+        self._spawn(self._relist_periodically())
         body = await self._read_config()
         spec = self._spec_of(body)
         while spec is None:  # a broken first config: say so, wait for the next version
@@ -591,8 +599,56 @@ class OperatorApp:
                 reachable = False
             if reachable != self.api_reachable:
                 _log.warning("API server " + ("reachable again" if reachable else "unreachable"))
+                if reachable and self.synced:
+                    self._spawn(self.relist("reconnect"))
             self.api_reachable = reachable
             await asyncio.sleep(every)
+
+    async def _relist_periodically(self) -> None:
+        while self.options.relist_interval > 0:
+            await asyncio.sleep(self.options.relist_interval)
+            if self.synced and self.api_reachable:
+                await self.relist("periodic")
+
+    async def relist(self, why: str) -> int:
+        """List every watched collection and make the store equal to what the server holds.
+
+        kopf resumes a watch from its last resourceVersion; when that is gone (410, after a
+        compaction) it lists again and carries on, but an object deleted meanwhile is never
+        reported. Replacing each collection with a fresh list removes such objects (and the
+        store tells the trigger what changed)."""
+        store = self.store
+        watched = dict(store.watched())
+        try:
+            lists = await asyncio.to_thread(self._list_all, watched)
+        except Exception as exc:
+            self.metrics.api_errors.labels("relist").inc()
+            _log.warning("relist failed; the watches stay as they are", error=str(exc)[:300])
+            return 0
+        if store is not self.store:
+            return 0  # a new watch set replaced this store meanwhile
+        changes = sum(len(store.replace(name, items)) for name, items in lists.items())
+        _log.info("relisted", why=why, changes=changes)
+        return changes
+
+    def _list_all(self, watched: dict[str, WatchedResource]) -> dict[str, list[dict[str, Any]]]:
+        dyn = DynamicClient(self.api)  # type: ignore[no-untyped-call]
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name, w in watched.items():
+            resource = dyn.resources.get(api_version=w.api_version, kind=w.kind)
+            kwargs: dict[str, str] = {}
+            labels = label_selector_string(w.label_selector)
+            if labels:
+                kwargs["label_selector"] = labels
+            fields = field_selector_string(w)
+            if fields:
+                kwargs["field_selector"] = fields
+            items = resource.get(**kwargs).to_dict().get("items") or []
+            for item in items:  # list items carry no apiVersion/kind of their own
+                item.setdefault("apiVersion", w.api_version)
+                item.setdefault("kind", w.kind)
+            out[name] = items
+        return out
 
     def _not_ready(self) -> str | None:
         if not self.api_reachable:

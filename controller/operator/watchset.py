@@ -45,6 +45,8 @@ __all__ = [
     "Delivery",
     "WatchSet",
     "apply_delivery",
+    "field_selector_string",
+    "label_selector_string",
 ]
 
 _log = get_logger("controller.operator.watch")
@@ -201,7 +203,7 @@ class WatchSet:
                 labels = label_selector_string(watched.label_selector)
                 if labels:
                     settings.watching.label_selectors[selector] = labels
-                fields = _field_selector_string(watched)
+                fields = field_selector_string(watched)
                 if fields:
                     settings.watching.field_selectors[selector] = fields
             self._feed(registry, group, version, kind, tuple(names))
@@ -262,7 +264,7 @@ def _plain(body: kopf.Body) -> dict[str, Any]:
 _SERVER_FIELDS = ("metadata.name", "metadata.namespace")
 
 
-def _field_selector_string(watched: WatchedResource) -> str | None:
+def field_selector_string(watched: WatchedResource) -> str | None:
     if not watched.field_selector:
         return None
     terms = [t.strip() for t in watched.field_selector.split(",")]

@@ -180,6 +180,11 @@ func (c *cluster) run(signals <-chan os.Signal) error {
 	if err := c.startEtcd(etcdClient, etcdPeer); err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
+	// Tests reach etcd directly to produce faults the API cannot (a compaction, so that a
+	// watch resuming from an old resourceVersion gets 410 Gone).
+	if err := os.WriteFile(c.path("etcd-endpoint"), []byte(fmt.Sprintf("http://127.0.0.1:%d\n", etcdClient)), 0o600); err != nil {
+		return err
+	}
 	c.exited = make(chan *child, 4)
 	if err := c.spawn("kube-apiserver", c.apiserverArgs(etcdClient, apiPort)); err != nil {
 		return err
@@ -235,11 +240,14 @@ func (c *cluster) stopAPIServer() {
 		}
 		ch.stopped = true
 		_ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
+		// A graceful stop waits for long-running watches; an outage need not be graceful.
+		kill := time.AfterFunc(3*time.Second, func() { _ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL) })
 		for ex := range c.exited {
 			if ex == ch {
 				break
 			}
 		}
+		kill.Stop()
 	}
 }
 
