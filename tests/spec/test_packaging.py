@@ -53,12 +53,12 @@ def test_kustomization_lists_existing_files_including_the_crd() -> None:
     for resource in kustomization["resources"]:
         assert (DEPLOY / resource).is_file(), resource
     assert f"crds/{CRD_FILE}" in kustomization["resources"]
-    kinds = sorted(d["kind"] for d in deploy_docs())
-    assert kinds == sorted(
-        ["Namespace", "CustomResourceDefinition", "ServiceAccount"]
-        + ["ClusterRole"] * 4
-        + ["ClusterRoleBinding", "Role", "RoleBinding", "RoleBinding"]
-    )
+    kinds = {d["kind"] for d in deploy_docs()}
+    # the cluster-side prerequisites; tests/packaging checks the workload objects
+    assert kinds >= {
+        "Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+        "ClusterRoleBinding", "Role", "RoleBinding",
+    }  # fmt: skip
 
 
 def test_manifests_are_valid_kubernetes_objects() -> None:
@@ -150,11 +150,8 @@ def test_chart_is_honest_about_its_contents() -> None:
     assert chart["appVersion"] == controller.__version__
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert chart["appVersion"] == pyproject["project"]["version"]
-    assert yaml.safe_load((CHART / "values.yaml").read_text()) == {}
     assert sorted(p.name for p in (CHART / "crds").iterdir()) == [CRD_FILE]
-    assert not (CHART / "templates").exists(), "templates arrived: update the chart README"
-    readme = (CHART / "README.md").read_text()
-    assert CRD_FILE in readme and "does not contain yet" in readme
+    assert (CHART / "templates").is_dir()  # tests/packaging renders and installs them
 
 
 def test_chart_crd_is_the_deploy_crd() -> None:
@@ -174,21 +171,6 @@ def dockerfile() -> list[tuple[str, str]]:
             word, _, rest = line.partition(" ")
             out.append((word.upper(), " ".join(rest.split())))
     return out
-
-
-def test_dockerfile_shape() -> None:
-    steps = dockerfile()
-    assert steps[0] == ("FROM", "python:3.11-slim")
-    runs = " && ".join(arg for ins, arg in steps if ins == "RUN")
-    assert re.search(r"apt-get install -y --no-install-recommends haproxy\b", runs)
-    assert "pip install /src" in runs
-    [user] = [arg for ins, arg in steps if ins == "USER"]
-    uid = user.split(":")[0]
-    assert uid.isdigit() and int(uid) != 0, "run as a numeric non-root uid"
-    assert [ins for ins, _ in steps].index("USER") > max(
-        i for i, (ins, _) in enumerate(steps) if ins == "RUN"
-    ), "no RUN after USER: installs stay root-owned and read-only to the app"
-    assert ("ENTRYPOINT", '["htc"]') in steps
 
 
 def copy_sources() -> list[str]:
