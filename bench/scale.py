@@ -11,7 +11,7 @@ Runs, each in a fresh process (so one run's caches and heap do not flatter the n
 * ``bench/reconcile.py --objects N --haproxy BIN`` — change → serving through the real
   ``htc local`` stack, and that process's resident set;
 * ``bench/store_memory.py --objects N`` — the store's own footprint;
-* with ``--with-operator``, ``bench/operator.py --objects N --haproxy BIN`` — ``htc run``
+* with ``--with-operator``, ``bench/operator_e2e.py --objects N --haproxy BIN`` — ``htc run``
   against the test bed's control plane (root and Go needed).
 
 A run that fails (no verdict) is recorded with its exit status and last line of output, and
@@ -71,8 +71,8 @@ def binaries() -> dict[str, str]:
 
 def run(script: str, *args: str, timeout: float = 1800) -> dict[str, Any]:
     """One benchmark in a fresh process; its JSON, or what went wrong."""
-    # -P: the script's folder is not put first on sys.path (bench/operator.py would shadow
-    # the standard library's operator module).
+    # -P: the script's folder is not put first on sys.path (a script named like a standard
+    # library module would shadow it, as bench/operator.py once did).
     cmd = [sys.executable, "-P", str(BENCH / script), *args, "--json"]
     started = time.monotonic()
     try:
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--with-operator",
         action="store_true",
-        help="also bench/operator.py (htc run on the test bed's control plane; root and Go)",
+        help="also bench/operator_e2e.py (htc run on the test bed's control plane; root and Go)",
     )
     parser.add_argument("--json", action="store_true", help="accepted; the output is JSON")
     args = parser.parse_args(argv)
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 doc["runs"]["reconcile"][key] = r
                 figures.extend(reconcile_figures(n, version, r))
             if args.with_operator:
-                o = run("operator.py", "--objects", str(n), "--haproxy", binary)
+                o = run("operator_e2e.py", "--objects", str(n), "--haproxy", binary)
                 doc["runs"]["operator"][key] = o
                 figures.append(
                     {"figure": "operatorUpdateToServingP50Ms", "n": n, "haproxy": version,
