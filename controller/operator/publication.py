@@ -89,6 +89,7 @@ class ClusterPublication:
         self._conditions: dict[str, dict[str, Any]] = {}
         self._status: dict[str, Any] = {}
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._wanted: dict[str, Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._seen_events: set[tuple[str, str, str]] = set()
         self._bucket = float(events_per_minute)
@@ -120,7 +121,7 @@ class ClusterPublication:
             return
         status = self._status_for(event)
         if status is not None:
-            self._queue.put_nowait(("status", status))
+            self._want_status(status)
         elif event.kind is EventKind.RUNTIME:
             self.refresh_targets()  # a drift repair may have changed a pod's line
         for note in self._events_for(event):
@@ -244,11 +245,11 @@ class ClusterPublication:
         if lines == self._targets_written:
             return
         if self._conditions:
-            self._queue.put_nowait(("status", self._full_status()))
+            self._want_status(self._full_status())
         else:
             # No verdict yet: the other fields are a previous leader's, left as they are.
             self._targets_written = lines
-            self._queue.put_nowait(("status", {"targets": lines}))
+            self._want_status({"targets": lines})
 
     def _events_for(self, event: Event) -> list[dict[str, Any]]:
         kind = event.kind
@@ -296,17 +297,19 @@ class ClusterPublication:
 
     # --- writing --------------------------------------------------------------------------
 
+    def _want_status(self, status: dict[str, Any]) -> None:
+        """Only the newest wanted status matters: one queued write takes whatever is newest
+        when its turn comes, and writes queued after it find nothing left to do."""
+        self._wanted = status
+        self._queue.put_nowait(("status", None))
+
     async def _writer(self) -> None:
         while True:
             what, body = await self._queue.get()
             if what == "status":
-                # Only the newest wanted status matters; skip those a later one replaces.
-                while not self._queue.empty():
-                    peek = self._queue._queue[0]  # type: ignore[attr-defined]
-                    if peek[0] != "status":
-                        break
-                    what, body = self._queue.get_nowait()
-                await self._write_status(body)
+                wanted, self._wanted = self._wanted, None
+                if wanted is not None:
+                    await self._write_status(wanted)
             else:
                 await self._post_event(body)
 
