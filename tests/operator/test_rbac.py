@@ -61,6 +61,17 @@ FLEET_ROLE = "haproxy-template-controller-fleet"
 """Granted in the HAProxy namespace, used by ``--deploy dataplane`` only."""
 
 
+def apply_prerequisites(kube: Namespace) -> None:
+    """The namespace, CRD, ServiceAccount and RBAC of deploy/, not its webhook registration:
+    that would send every later test's writes to a controller that does not run here."""
+    deploy = REPO / "deploy"
+    files = [deploy / "namespace.yaml", deploy / "serviceaccount.yaml", deploy / "rbac.yaml"]
+    args = [a for f in files for a in ("-f", str(f))]
+    kube.plane.kubectl(
+        "apply", "--server-side", "--force-conflicts", *args, "-f", str(deploy / "crds")
+    )
+
+
 def rbac_rules(*, fleet: bool = True) -> set[tuple[str, str, str]]:
     """(apiGroup, resource, verb) the shipped RBAC grants the controller."""
     granted = set()
@@ -100,7 +111,7 @@ def audited_calls(kube: Namespace) -> list[dict[str, Any]]:
 def test_htc_run_works_with_only_the_shipped_rbac(
     kube: Namespace, pod: Pod, tmp_path: Path
 ) -> None:
-    kube.plane.kubectl("apply", "-k", str(REPO / "deploy"))
+    apply_prerequisites(kube)
     sa_config = tmp_path / "sa.kubeconfig"
     token_kubeconfig(kube, sa_config)
 
@@ -178,7 +189,7 @@ def test_htc_run_dataplane_works_with_only_the_shipped_rbac(
 ) -> None:
     """--deploy dataplane: the fleet's grants (pods list/watch and the credentials Secret in
     the HAProxy namespace), bound there as deploy/rbac.yaml says, are enough and all used."""
-    kube.plane.kubectl("apply", "-k", str(REPO / "deploy"))
+    apply_prerequisites(kube)
     haproxy_ns.apply(
         f"""
 apiVersion: rbac.authorization.k8s.io/v1

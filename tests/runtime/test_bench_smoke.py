@@ -23,6 +23,8 @@ KEYS = {
     "burstRenders",
     "burstConvergeMs",
     "startupMs",
+    "rssMb",
+    "maxRssMb",
     "debounceMs",
     "minIntervalMs",
     "haproxyVersion",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -69,7 +70,15 @@ def test_a_broken_pipe_ends_the_writer_by_signal(tmp_path: Path) -> None:
     """Python ignores SIGPIPE, and an ignored signal stays ignored across exec. The control
     run (Popen without restoring signals) shows the difference the test looks for."""
     script = ["/bin/sh", "-c", "yes | head -c 1 >/dev/null"]
-    control = subprocess.run(script, capture_output=True, restore_signals=False, check=False)
+    # The control child ignores SIGPIPE as a Python process's children do by default; set
+    # explicitly, because a Go runtime loaded in-process (Helm's SDK) changes the default.
+    control = subprocess.run(
+        script,
+        capture_output=True,
+        restore_signals=False,
+        check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN),
+    )
     assert b"Broken pipe" in control.stderr
     rc, _, err, failed = _run(script, tmp_path)
     assert (rc, failed) == (0, None) and "Broken pipe" not in err
