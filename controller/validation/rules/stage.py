@@ -162,7 +162,6 @@ class RulesStage(Stage):
         inputs = dataclasses.replace(
             inputs, known=self._known, memo_keys=memo_keys, object_keys=object_keys
         )
-        self._convert_needed(inputs)
         self._memo = (render, inputs)
         return inputs
 
@@ -296,6 +295,9 @@ class RulesStage(Stage):
             return StageOutcome(rules=RuleCounters())
         inputs = self._inputs(ctx.render)
         self._memo = None  # do not keep the candidate alive after its run
+        # Converted here, in the stage's own time and before a worker forks; not when the
+        # pipeline only asks for the cache key (a cache hit needs no conversion at all).
+        self._convert_needed(inputs)
         evaluations = sum(
             len(inputs.collections.get(r.owner.name, ()))
             if r.owner.kind is OwnerKind.COLLECTION

@@ -58,6 +58,9 @@ def test_benchmark_prints_one_json_object(haproxy_bin: str) -> None:
     assert result["cacheHitMs"] <= 5.0
     # Wall time minus the stages: below zero means the breakdown counts a stage twice (or
     # misses overlap), which would make any upper bound meaningless.
-    assert 0.0 <= result["cold"]["pipelineOwnMs"] < 10.0
+    # The bound covers checksum, cache, finalization and the deferred rules' cache key, which
+    # hashes every object the rules read (their per-object judgements are kept by content):
+    # about 14 ms at 1,000 Ingresses on 2 cores.
+    assert 0.0 <= result["cold"]["pipelineOwnMs"] < 25.0
     # The controller's render includes the templates' and its inline rules' share of it.
     assert 0.0 < result["rulesInlineMs"] < result["ruledRenderMs"]
