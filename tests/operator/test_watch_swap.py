@@ -77,7 +77,10 @@ def test_template_change_keeps_the_watches_and_a_new_kind_is_watched(
         kube.apply(yaml.safe_dump(doc))
         eventually(lambda: "# cm hello-from-cm" in deployed(work), "the new kind rendered", 30)
         assert metric(run, "htc_watch_starts_total") == 2
-        assert config_status(kube)["observedGeneration"] == 3
+        # the status is written after the deploy, by the leader's writer: wait for it
+        eventually(
+            lambda: config_status(kube).get("observedGeneration") == 3, "generation 3 in status"
+        )
         # the new watch set is live: a change of a ConfigMap reaches the render
         kube.apply(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: banner}\ndata: {text: changed}\n"
