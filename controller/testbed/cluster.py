@@ -241,6 +241,17 @@ def namespace(plane: ControlPlane, prefix: str = "t") -> Iterator[Namespace]:
     core = client.CoreV1Api(api)
     name = f"{prefix}-{secrets.token_hex(4)}"
     core.create_namespace(client.V1Namespace(metadata={"name": name}))
+    # Pods are refused until the controller manager has made the namespace's default
+    # ServiceAccount (the ServiceAccount admission plugin): wait for it, briefly.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespaced_service_account("default", name)
+            break
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            time.sleep(0.1)
     try:
         yield Namespace(name, plane, api)
     finally:
