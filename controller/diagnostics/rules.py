@@ -928,6 +928,23 @@ _DEPLOY: dict[str, Rule] = _rules(
         "Report the lines named here; until the API keeps them, use the master-socket "
         "topology for this configuration.",
     ),
+    (
+        "W7015",
+        "HTTP source not fetched",
+        "An httpSources entry could not be fetched (unreachable, timed out, an HTTP error, or "
+        "larger than its maxBytes). Templates keep reading its accepted content, or empty "
+        "content when none was ever accepted.",
+        "Check the source's url, timeout, maxBytes and credentials, and the message quoted "
+        "here; the fetch is tried again at every refreshInterval.",
+    ),
+    (
+        "E7016",
+        "Critical HTTP source not fetched",
+        "A critical httpSources entry has no accepted content yet, so nothing is rendered or "
+        "deployed: the first render waits for its first successful fetch.",
+        "Make the source reachable (the message quotes the last error), or set critical: "
+        "false to render without it; the fetch is retried until it succeeds.",
+    ),
 )
 
 # --- 8xxx spec, lint, input files ------------------------------------------------------------
