@@ -37,6 +37,8 @@ from controller.publish.events import now_rfc3339
 
 __all__ = ["ClusterPublication"]
 
+_HTTP_TRIGGERS = ("http:", "http-fetch:", "http-wait:")
+"""Triggers of HTTP source events (a rejection, a failed fetch, a critical source awaited)."""
 _log = get_logger("controller.operator.publication")
 
 CONTROLLER_NAME = "haproxy-template.dev/controller"
@@ -193,8 +195,11 @@ class ClusterPublication:
                 "ruleIds": sorted({d.rule_id for d in event.diagnostics})[:_MAX_IDS],
                 "messages": [_describe(d)[:500] for d in first],
             }
-        elif kind is EventKind.RUNTIME and event.trigger.startswith("http:"):
-            # new HTTP source content was rejected: the configuration itself is unchanged
+        elif kind is EventKind.RUNTIME and event.trigger.startswith(_HTTP_TRIGGERS):
+            # HTTP source content rejected or not fetched: the configuration is unchanged.
+            # Before the first verdict a critical source holds the render: Ready says why.
+            if not self._conditions and event.trigger.startswith("http-wait:"):
+                self._condition("Ready", False, "WaitingForHTTPSources", event.message)
             return self._full_status() if self._conditions else None
         else:
             return None
@@ -264,6 +269,10 @@ class ClusterPublication:
             reason, type_ = "HTTPSourceRejected", "Warning"
             first = _first_errors(event.diagnostics[1:], 2)
             note = event.message + ": " + "; ".join(_describe(d) for d in first)
+        elif kind is EventKind.RUNTIME and event.trigger.startswith(("http-fetch:", "http-wait:")):
+            reason, type_ = "HTTPSourceUnavailable", "Warning"
+            note = event.message
+            checksum = event.message  # one Event per distinct error, not one ever
         elif kind in (EventKind.REJECTED, EventKind.SPEC_REJECTED):
             reason = "Rejected" if kind is EventKind.REJECTED else "SpecRejected"
             type_ = "Warning"
