@@ -54,6 +54,7 @@ VERSION_FAMILY_PATTERN = r"^[0-9]+\.[0-9]+$"
 HTTP_URL_PATTERN = r"^https?://"
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 SHA256_HEX_PATTERN = r"^[0-9a-f]{64}$"
+PEM_CERT_PATTERN = r"-----BEGIN CERTIFICATE-----"
 SHORT_CHECKSUM_PATTERN = r"^[0-9a-f]{12}$"
 
 PATTERN_HINTS = {
@@ -418,6 +419,9 @@ class HttpSource(ApiModel):
     """Extra request headers."""
     secret_ref: SecretKeyRef | None = None
     """Secret whose keys are sent as headers (credentials stay out of the spec)."""
+    ca_bundle: str | None = Field(default=None, max_length=262_144, pattern=PEM_CERT_PATTERN)
+    """PEM certificates the https server's certificate must chain to, in place of the
+    system's trust store (a private CA); the host name is still checked."""
     critical: bool = False
     """When true, no configuration renders until a first fetch succeeded."""
 
