@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,9 @@ class StatusBoard:
         self._running: dict[str, Any] | None = None
         self._spec: dict[str, Any] = {"accepted": None, "lastRejection": None}
         self._events: deque[dict[str, Any]] = deque(maxlen=_MAX_EVENTS)
+        self.http_sources: Callable[[], list[dict[str, Any]]] | None = None
+        """Per HTTP source: accepted checksum, last fetch and error, pending rejection (the
+        fields ``status.httpSources`` has in a cluster)."""
 
     def __call__(self, event: Event) -> None:
         """Sink interface: take one event, then rewrite the status file."""
@@ -129,6 +133,7 @@ class StatusBoard:
             "lastDeploy": self._deploy,
             "spec": self._spec,
             "events": list(self._events),
+            **({"httpSources": self.http_sources()} if self.http_sources is not None else {}),
         }
 
     def _write(self) -> None:
