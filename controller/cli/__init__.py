@@ -12,6 +12,8 @@ import click
 
 from controller import __version__
 
+__all__ = ["COMMANDS", "main"]
+
 #: command name → module defining ``command``, in the order ``htc --help`` lists them.
 COMMANDS: dict[str, str] = {
     "render": "controller.cli.render",

@@ -5,9 +5,18 @@ board behind ``/status``, the console of ``htc local``). A success event can onl
 from a ``ValidatedFileSet``, so nothing announces success before a valid verdict.
 """
 
-from controller.publish.events import Event, EventKind
+from controller.publish.events import Event, EventKind, now_rfc3339
 from controller.publish.http import StatusServer, parse_addr
 from controller.publish.publisher import Publisher, Sink
 from controller.publish.status import StatusBoard
 
-__all__ = ["Event", "EventKind", "Publisher", "Sink", "StatusBoard", "StatusServer", "parse_addr"]
+__all__ = [
+    "Event",
+    "EventKind",
+    "Publisher",
+    "Sink",
+    "StatusBoard",
+    "StatusServer",
+    "now_rfc3339",
+    "parse_addr",
+]

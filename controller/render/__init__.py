@@ -6,7 +6,15 @@
 
 from controller.render.context import RenderedOutput
 from controller.render.expression import parse_expression
-from controller.render.fileset import MAIN_CONFIG, FileEntry, FileKind, FileSet, path_for
+from controller.render.fileset import (
+    KIND_DIRS,
+    MAIN_CONFIG,
+    FileEntry,
+    FileKind,
+    FileSet,
+    check_name,
+    path_for,
+)
 from controller.render.filters import FilterError
 from controller.render.graph import Reference, RenderGraph, TemplateRefs
 from controller.render.renderer import AfterOutput, OutputDef, Renderer
@@ -18,8 +26,10 @@ from controller.render.result import (
     RuleTally,
     SourceMap,
 )
+from controller.render.scc import strongly_connected
 
 __all__ = [
+    "KIND_DIRS",
     "MAIN_CONFIG",
     "AfterOutput",
     "FileEntry",
@@ -38,6 +48,8 @@ __all__ = [
     "RuleTally",
     "SourceMap",
     "TemplateRefs",
+    "check_name",
     "parse_expression",
     "path_for",
+    "strongly_connected",
 ]

@@ -21,10 +21,23 @@ from controller.resources.api import (
 from controller.resources.checks import check_paths, check_raw_watched, check_watched
 from controller.resources.collection import InvalidObject, object_key, object_ref
 from controller.resources.frozen import FrozenDict, freeze, thaw
-from controller.resources.manifests import Manifest, load_file, load_manifests
+from controller.resources.manifests import (
+    Manifest,
+    iter_manifest_files,
+    load_file,
+    load_manifests,
+    unwatched_note,
+)
 from controller.resources.matching import SelectorError, collections_for, selector_matches
 from controller.resources.overlay import Overlay, OverlayOp
-from controller.resources.paths import FieldPathError, format_path, parse_path
+from controller.resources.paths import (
+    MISSING,
+    FieldPath,
+    FieldPathError,
+    format_path,
+    lookup,
+    parse_path,
+)
 from controller.resources.store import (
     Change,
     ChangeOp,
@@ -34,11 +47,13 @@ from controller.resources.store import (
 )
 
 __all__ = [
+    "MISSING",
     "AmbiguousLookup",
     "Change",
     "ChangeOp",
     "CollectionView",
     "Entry",
+    "FieldPath",
     "FieldPathError",
     "FrozenDict",
     "IndexKey",
@@ -63,11 +78,14 @@ __all__ = [
     "collections_for",
     "format_path",
     "freeze",
+    "iter_manifest_files",
     "load_file",
     "load_manifests",
+    "lookup",
     "object_key",
     "object_ref",
     "parse_path",
     "selector_matches",
     "thaw",
+    "unwatched_note",
 ]

@@ -1,39 +1,86 @@
 """The HAProxyTemplateConfig API: pydantic models, loading with field-path errors, CRD generation."""
 
-from controller.spec.crd import generate_crd, openapi_schema, render_crd_yaml
-from controller.spec.docs import generate_api_docs
-from controller.spec.loader import load_config, parse_config, read_documents
+from controller.spec.crd import CRD_FILE, generate_crd, openapi_schema, prune_nulls, render_crd_yaml
+from controller.spec.docs import DOC_PATH, generate_api_docs
+from controller.spec.errors import describe_error, format_path
+from controller.spec.loader import (
+    Locate,
+    PathKey,
+    load_config,
+    load_config_located,
+    no_config_kind,
+    not_exactly_one,
+    parse_config,
+    read_documents,
+)
 from controller.spec.models import (
     API_GROUP,
     API_VERSION,
     FULL_API_VERSION,
     KIND,
+    AssertionType,
+    EmbeddedTest,
+    ExternalValidator,
+    FailurePolicy,
     HAProxyTemplateConfig,
     HAProxyTemplateConfigSpec,
     HAProxyTemplateConfigStatus,
+    HttpSource,
+    LabelSelector,
     Output,
+    ReconcileSettings,
+    RuleSeverity,
+    SecretKeyRef,
+    TestAssertion,
     ValidateBlock,
     ValidationRule,
+    ValidationSettings,
     WatchedResource,
 )
+from controller.spec.names import check_output_name, field_selector_error
+from controller.spec.webhook_config import webhook_configuration
 
 __all__ = [
     "API_GROUP",
     "API_VERSION",
+    "CRD_FILE",
+    "DOC_PATH",
     "FULL_API_VERSION",
     "KIND",
+    "AssertionType",
+    "EmbeddedTest",
+    "ExternalValidator",
+    "FailurePolicy",
     "HAProxyTemplateConfig",
     "HAProxyTemplateConfigSpec",
     "HAProxyTemplateConfigStatus",
+    "HttpSource",
+    "LabelSelector",
+    "Locate",
     "Output",
+    "PathKey",
+    "ReconcileSettings",
+    "RuleSeverity",
+    "SecretKeyRef",
+    "TestAssertion",
     "ValidateBlock",
     "ValidationRule",
+    "ValidationSettings",
     "WatchedResource",
+    "check_output_name",
+    "describe_error",
+    "field_selector_error",
+    "format_path",
     "generate_api_docs",
     "generate_crd",
     "load_config",
+    "load_config_located",
+    "no_config_kind",
+    "not_exactly_one",
     "openapi_schema",
     "parse_config",
+    "prune_nulls",
     "read_documents",
     "render_crd_yaml",
+    "webhook_configuration",
 ]

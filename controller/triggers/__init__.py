@@ -1,5 +1,6 @@
 """Trigger paths: each turns an occasion (a change, a proposal) into one pipeline call."""
 
+from controller.triggers.admission import AdmissionDecision, AdmissionJudge
 from controller.triggers.clock import Clock
 from controller.triggers.engine import (
     Engine,
@@ -11,12 +12,16 @@ from controller.triggers.engine import (
     spec_rejection,
     with_listen,
 )
+from controller.triggers.http_sources import HttpSources
 from controller.triggers.reconcile import ReconcileTrigger, SpecDecision
 
 __all__ = [
+    "AdmissionDecision",
+    "AdmissionJudge",
     "Clock",
     "Engine",
     "EngineFactory",
+    "HttpSources",
     "ReconcileTrigger",
     "SpecDecision",
     "default_engine",

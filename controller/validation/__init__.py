@@ -3,15 +3,27 @@
 The public surface is small on purpose: build a :class:`Pipeline` (usually
 :meth:`Pipeline.from_spec`), call :meth:`Pipeline.validate` or :meth:`Pipeline.check`, and
 format the :class:`ValidationReport` with :func:`format_report`. Stages live in sub-packages
-(``syntax``, ``schema``, ``haproxy``, ``external``) and are reached through the pipeline.
+(``syntax``, ``schema``, ``haproxy``, ``rules``, ``external``) and are reached through the
+pipeline; what other layers need of ``rules``, ``lint`` and ``testing`` is exported here too.
+
+Those three load lazily, on first access of one of their names: the rules engine (CEL) takes
+about a second to import, and ``htc validate`` on a config without rules, like every command
+that only formats a report, should not pay for it.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from controller.validation.cache import VerdictCache
-from controller.validation.formats import FORMATS, format_report
+from controller.validation.formats import FORMATS, format_report, sarif_log
+from controller.validation.haproxy import HaproxyBinary, HaproxyBinaryError
 from controller.validation.options import InvalidFilterError, InvalidOptionError, ValidationOptions
 from controller.validation.pipeline import Pipeline, PipelineSetupError, Verdict
 from controller.validation.report import (
     BudgetExhaustion,
+    Counts,
     ReportMetadata,
     ReportStatus,
     ValidationReport,
@@ -19,22 +31,77 @@ from controller.validation.report import (
 from controller.validation.stage import Stage, StageContext, StageOutcome
 from controller.validation.validated import ValidatedFileSet
 
+if TYPE_CHECKING:
+    from controller.validation.lint import lint_report, lint_spec, spec_failure_report, spec_locator
+    from controller.validation.lint.locations import Origin, config_origin, with_origins
+    from controller.validation.rules import Locator, RuledRenderer, RuleSet
+    from controller.validation.testing import (
+        TEST_FORMATS,
+        SuiteReport,
+        TestRunner,
+        format_suite,
+        select_tests,
+    )
+
+_LAZY = {
+    **dict.fromkeys(
+        ("lint_report", "lint_spec", "spec_failure_report", "spec_locator"),
+        "controller.validation.lint",
+    ),
+    **dict.fromkeys(
+        ("Origin", "config_origin", "with_origins"), "controller.validation.lint.locations"
+    ),
+    **dict.fromkeys(("Locator", "RuleSet", "RuledRenderer"), "controller.validation.rules"),
+    **dict.fromkeys(
+        ("TEST_FORMATS", "SuiteReport", "TestRunner", "format_suite", "select_tests"),
+        "controller.validation.testing",
+    ),
+}
+
 __all__ = [
     "FORMATS",
+    "TEST_FORMATS",
     "BudgetExhaustion",
+    "Counts",
+    "HaproxyBinary",
+    "HaproxyBinaryError",
     "InvalidFilterError",
     "InvalidOptionError",
+    "Locator",
+    "Origin",
     "Pipeline",
     "PipelineSetupError",
     "ReportMetadata",
     "ReportStatus",
+    "RuleSet",
+    "RuledRenderer",
     "Stage",
     "StageContext",
     "StageOutcome",
+    "SuiteReport",
+    "TestRunner",
     "ValidatedFileSet",
     "ValidationOptions",
     "ValidationReport",
     "Verdict",
     "VerdictCache",
+    "config_origin",
     "format_report",
+    "format_suite",
+    "lint_report",
+    "lint_spec",
+    "sarif_log",
+    "select_tests",
+    "spec_failure_report",
+    "spec_locator",
+    "with_origins",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
