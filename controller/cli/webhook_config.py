@@ -26,6 +26,14 @@ from controller.spec.webhook_config import webhook_configuration
 @click.option(
     "--failure-policy", type=click.Choice(["Fail", "Ignore"]), default="Fail", show_default=True
 )
+@click.option(
+    "--config-failure-policy",
+    type=click.Choice(["Fail", "Ignore"]),
+    default="Ignore",
+    show_default=True,
+    help="failurePolicy of the HAProxyTemplateConfig entry (Fail refuses a fresh install's "
+    "first config: no replica is ready to answer before it has one).",
+)
 @click.option("--timeout", "timeout", type=click.IntRange(1, 30), default=10, show_default=True)
 @click.option("--controller-namespace", default="haproxy-template-controller", show_default=True)
 @click.option("--service-account", default="haproxy-template-controller", show_default=True)
@@ -35,6 +43,7 @@ def command(
     ca_file: Path,
     name: str,
     failure_policy: str,
+    config_failure_policy: str,
     timeout: int,
     controller_namespace: str,
     service_account: str,
@@ -52,6 +61,7 @@ def command(
         url=url,
         name=name,
         failure_policy="Fail" if failure_policy == "Fail" else "Ignore",
+        config_failure_policy="Fail" if config_failure_policy == "Fail" else "Ignore",
         timeout_seconds=timeout,
         controller_namespace=controller_namespace,
         service_account=service_account,

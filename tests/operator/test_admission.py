@@ -118,10 +118,10 @@ def register(kube: Namespace, config: Path, port: int, ca: Path, name: str, poli
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     doc = yaml.safe_load(out)
-    # Confined to this test's namespace, so that no other test ever calls it.
-    doc["webhooks"][0]["namespaceSelector"] = {
-        "matchLabels": {"kubernetes.io/metadata.name": kube.name}
-    }
+    # Both entries (collections, config) confined to this test's namespace, so that no other
+    # test ever calls them.
+    for entry in doc["webhooks"]:
+        entry["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": kube.name}}
     kube.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
 

@@ -17,7 +17,7 @@ import yaml
 from manifests import REPO
 
 from controller.spec.models import HAProxyTemplateConfigSpec
-from controller.spec.webhook_config import webhook_configuration
+from controller.spec.webhook_config import CONFIG_WEBHOOK, RESOURCES_WEBHOOK, webhook_configuration
 from controller.testbed.cluster import ControlPlane, Namespace
 
 CHART = REPO / "charts" / "haproxy-template-controller"
@@ -132,13 +132,24 @@ def test_webhook_equals_the_generators(combination: str) -> None:
         controller_namespace="ctl",
         service_account=sa,
     )
-    got, want = rendered["webhooks"][0], expected["webhooks"][0]
-    for key in ("name", "rules", "namespaceSelector", "matchConditions", "sideEffects",
-                "failurePolicy", "timeoutSeconds", "admissionReviewVersions"):  # fmt: skip
-        assert got[key] == want[key], key
-    assert got["clientConfig"]["service"] == want["clientConfig"]["service"]
+    for webhook in rendered["webhooks"] + expected["webhooks"]:
+        assert webhook["clientConfig"].pop("caBundle")
+    assert rendered["webhooks"] == expected["webhooks"]
+    names = [w["name"] for w in rendered["webhooks"]]
     if combination == "admission-collections":
-        assert len(got["rules"]) == 5
+        assert names == [RESOURCES_WEBHOOK, CONFIG_WEBHOOK]
+        assert len(rendered["webhooks"][0]["rules"]) == 4
+    else:  # the quickstart judges no collection: the config entry alone
+        assert names == [CONFIG_WEBHOOK]
+    # The config lives in the release namespace: its entry must not leave that namespace out.
+    assert "namespaceSelector" not in rendered["webhooks"][-1]
+
+
+def test_webhook_failure_policies_are_values() -> None:
+    values = {"config": COMBINATIONS["admission-collections"]["config"],
+              "webhook": {"failurePolicy": "Ignore", "configFailurePolicy": "Fail"}}  # fmt: skip
+    (rendered,) = [d for d in render(values) if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert [w["failurePolicy"] for w in rendered["webhooks"]] == ["Ignore", "Fail"]
 
 
 def test_crd_and_default_config_equal_their_sources() -> None:
@@ -189,6 +200,7 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, kube: Namespace)
         assert upgraded["status"] == "deployed" and upgraded["revision"] == 2, upgraded
         deployment = _get(control_plane, "deployment", full, "-n", kube.name)
         assert deployment["spec"]["replicas"] == 3
+        _config_in_the_release_namespace_is_sent_to_the_webhook(control_plane, kube, full)
     finally:
         config.uninstall(release, ignore_not_found=True, timeout=120)
     gone = control_plane.kubectl("get", "validatingwebhookconfiguration", full, check=False)
@@ -198,6 +210,27 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, kube: Namespace)
     with pytest.raises(helm.HelmError):
         config.status(release)
     config.close()
+
+
+def _config_in_the_release_namespace_is_sent_to_the_webhook(
+    plane: ControlPlane, kube: Namespace, full: str
+) -> None:
+    """With Fail and no replica to answer (no kubelet runs the pods), the API server refuses a
+    change of the config in the release namespace: proof that it calls the webhook for it.
+    The added condition keeps every other namespace's configs out of this moment."""
+    webhooks = _get(plane, "validatingwebhookconfiguration", full)["webhooks"]
+    i = [w["name"] for w in webhooks].index(CONFIG_WEBHOOK)
+    only_here = {"name": "only-this-test", "expression": f"request.namespace == '{kube.name}'"}
+    patch = [
+        {"op": "add", "path": f"/webhooks/{i}/matchConditions/-", "value": only_here},
+        {"op": "replace", "path": f"/webhooks/{i}/failurePolicy", "value": "Fail"},
+    ]
+    plane.kubectl("patch", "validatingwebhookconfiguration", full, "--type=json",
+                  "-p", json.dumps(patch))  # fmt: skip
+    refused = plane.kubectl("annotate", "haproxytemplateconfig", "haproxy-template-controller",
+                            "-n", kube.name, "probe=1", check=False)  # fmt: skip
+    assert refused.returncode != 0
+    assert f'calling webhook "{CONFIG_WEBHOOK}"' in refused.stderr, refused.stderr
 
 
 CLUSTER_SCOPED = {
