@@ -4,6 +4,12 @@ The wiring, and nothing else (no pipeline logic lives here)::
 
     directory adapter → store → reconcile trigger → Pipeline → MasterSocketTarget → HAProxy
                                                   ↘ publisher → console, status board, /status
+    HTTP sources (spec.httpSources) ↗ (accepted content; a refresh is a proposal)
+
+HTTP sources are wired as in ``htc run`` (:meth:`HttpSources.for_trigger`): fetched before the
+first render, which waits for critical ones; a refresh is validated before it is used. The
+sources are the startup spec's (a later spec change does not refetch), and ``secretRef``
+headers are not sent: a local directory has no Secrets to read.
 
 Config changes take a detour. The adapter asks :meth:`LocalApp._on_config` synchronously,
 but adopting a spec means rendering and validating it, which is asynchronous. So:
@@ -41,6 +47,7 @@ from controller.spec.loader import parse_config, read_documents
 from controller.spec.models import KIND, HAProxyTemplateConfigSpec, WatchedResource
 from controller.triggers import (
     Engine,
+    HttpSources,
     ReconcileTrigger,
     SpecDecision,
     default_engine,
@@ -133,6 +140,7 @@ class LocalApp:
             retry_initial=options.retry_initial,
             retry_max=options.retry_max,
         )
+        self.http_sources: HttpSources | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._startup_spec: HAProxyTemplateConfigSpec | None = None
         self._running_watched: dict[str, WatchedResource] | None = None
@@ -154,7 +162,11 @@ class LocalApp:
         self._unsubscribe = self.store.subscribe(self.trigger)
         spec = self._startup_spec
         self._startup_spec = None
+        if spec is not None and spec.http_sources and not await self._start_http_sources(spec):
+            return  # stopped while a critical source was awaited
         await self.trigger.start(spec)
+        if self.http_sources is not None:
+            self.http_sources.start_refresh()
         if self.trigger.engine is not None and self.trigger.engine.spec is not None:
             self._running_watched = dict(self.trigger.engine.spec.watched_resources)
         self._adapter_task = asyncio.create_task(self.adapter.run(self._adapter_stop))
@@ -172,6 +184,8 @@ class LocalApp:
         for task in list(self._tasks):
             task.cancel()
         await self.trigger.stop()
+        if self.http_sources is not None:
+            await self.http_sources.stop()
         await self.supervisor.stop()
         if self.server is not None:
             await self.server.stop()
@@ -197,6 +211,30 @@ class LocalApp:
     @property
     def status_url(self) -> str | None:
         return self.server.url if self.server is not None else None
+
+    # --- HTTP sources -----------------------------------------------------------------------
+
+    async def _start_http_sources(self, spec: HAProxyTemplateConfigSpec) -> bool:
+        """First fetch of every source, then wait for the critical ones (nothing renders
+        before); False when a stop was asked for meanwhile."""
+        sources = HttpSources.for_trigger(
+            spec.http_sources,
+            self.trigger,
+            view=lambda: self.store.snapshot(),
+            publisher=self.publisher,
+            metrics=self.metrics,
+        )
+        self.http_sources = sources
+        self.board.http_sources = sources.status
+        await sources.start_initial()
+        waiting = asyncio.ensure_future(sources.wait_critical())
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (waiting, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return not self._stop.is_set()
 
     # --- the directory adapter ------------------------------------------------------------
 

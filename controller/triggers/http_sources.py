@@ -16,7 +16,13 @@ the source's ``timeout`` per attempt, and up to three attempts with jittered bac
 
 At startup the first fetch of each source is taken as accepted content (the startup reconcile
 validates it with everything else). A ``critical`` source must have been fetched before the
-first render; a non-critical one that fails renders with empty content and a warning.
+first render: until it is, nothing renders and an E7016 event says why (retried, each attempt
+bounded by the source's ``timeout``). A non-critical one that fails renders with empty content
+and a W7015 warning. A refresh that cannot be fetched (unreachable, timed out, an HTTP error,
+larger than ``maxBytes``) keeps the accepted content and is reported once per distinct error
+(W7015), and in the source's ``lastError``.
+
+Adapters (``htc run``, ``htc local``) wire this the same way, through :meth:`HttpSources.for_trigger`.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import asyncio
 import contextlib
 import hashlib
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +46,7 @@ from controller.publish.publisher import Publisher
 from controller.resources.api import StoreView
 from controller.spec.models import HttpSource, SecretKeyRef
 from controller.triggers.engine import Engine, evaluate
+from controller.triggers.reconcile import ReconcileTrigger
 
 __all__ = ["HttpSources", "SourceState"]
 
@@ -60,6 +68,10 @@ class SourceState:
     pending_rejected: str | None = None
     """Checksum of the latest content that failed validation."""
     rejected: set[str] = field(default_factory=set)
+    reported: str | None = None
+    """The fetch error last published, so that a failing source is reported once per error."""
+    tls: ssl.SSLContext | None = None
+    """Trusts only ``caBundle`` (built on first use); None: the default trust store."""
 
     def status(self) -> dict[str, Any]:
         return {
@@ -72,7 +84,12 @@ class SourceState:
 
 
 class FetchError(Exception):
-    pass
+    """A fetch that brought no content; ``retry`` is False when another attempt cannot help
+    (too large, a 4xx answer, a certificate that does not verify)."""
+
+    def __init__(self, message: str, *, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry
 
 
 def _checksum(text: str) -> str:
@@ -107,6 +124,31 @@ class HttpSources:
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
+    @classmethod
+    def for_trigger(
+        cls,
+        sources: Mapping[str, HttpSource],
+        trigger: ReconcileTrigger,
+        *,
+        view: Callable[[], StoreView | None],
+        publisher: Publisher,
+        metrics: Metrics,
+        secret_headers: Callable[[SecretKeyRef], Awaitable[dict[str, str]]] | None = None,
+    ) -> HttpSources:
+        """Sources feeding ``trigger``: it renders with their accepted content, a promotion
+        is a change it reconciles, and proposals use its running engine."""
+        created = cls(
+            sources,
+            engine=lambda: trigger.engine,
+            view=view,
+            on_promote=lambda names: trigger.notify(trigger="http"),
+            publisher=publisher,
+            metrics=metrics,
+            secret_headers=secret_headers,
+        )
+        trigger.http = created.content
+        return created
+
     # --- what templates read --------------------------------------------------------------
 
     def content(self) -> dict[str, str]:
@@ -130,23 +172,26 @@ class HttpSources:
         for state, result in zip(self.states.values(), results, strict=True):
             if isinstance(result, str):
                 self._accept(state, result)
-            elif state.spec.critical:
-                _log.warning("critical HTTP source not fetched yet", source=state.name,
-                             error=state.last_error)  # fmt: skip
+            elif not state.spec.critical:
+                self._report_fetch(state, "templates read empty content until it is fetched")
 
     async def wait_critical(self, retry: float = 2.0) -> None:
-        """Until every critical source has content (retrying its fetch)."""
+        """Until every critical source has content: nothing renders before. Each attempt is
+        bounded by the source's timeout; the wait is reported (E7016) whenever its reason
+        changes, so the status says why nothing is rendered yet."""
+        told: tuple[tuple[str, str | None], ...] | None = None
         while missing := self.missing_critical():
-            _log.warning(
-                "nothing renders until these critical HTTP sources are fetched",
-                sources=missing,
-                retry_in=retry,
-            )
+            why = tuple((name, self.states[name].last_error) for name in missing)
+            if why != told:
+                told = why
+                self._report_waiting(missing)
             await asyncio.sleep(retry)
             for name in missing:
                 state = self.states[name]
                 with contextlib.suppress(FetchError):
                     self._accept(state, await self._fetch(state))
+        if told is not None:
+            _log.info("critical HTTP sources fetched; rendering", sources=sorted(self.states))
 
     def start_refresh(self) -> None:
         for state in self.states.values():
@@ -166,7 +211,6 @@ class HttpSources:
 
     async def _fetch(self, state: SourceState) -> str:
         """The new content; raises FetchError, or returns the accepted text when unchanged."""
-        last: Exception | None = None
         for attempt in range(ATTEMPTS):
             try:
                 text = await self._fetch_once(state)
@@ -176,14 +220,24 @@ class HttpSources:
                 ).inc()
                 state.last_fetch = now_rfc3339()
                 return text if text is not None else (state.accepted or "")
-            except (aiohttp.ClientError, TimeoutError, FetchError, UnicodeDecodeError) as exc:
-                last = exc
+            except FetchError as exc:
+                state.last_error = str(exc)[:300]
+                if not exc.retry:
+                    break
+            except TimeoutError:
+                state.last_error = (
+                    f"no complete answer within the timeout ({state.spec.timeout:g} s)"
+                )
+            except aiohttp.ClientSSLError as exc:
+                state.last_error = f"TLS: {exc}"[:300]
+                break
+            except aiohttp.ClientError as exc:
                 state.last_error = f"{type(exc).__name__}: {exc}"[:300]
-                if attempt + 1 < ATTEMPTS:
-                    await asyncio.sleep(0.5 * 2**attempt * random.uniform(0.5, 1.5))
+            if attempt + 1 < ATTEMPTS:
+                await asyncio.sleep(0.5 * 2**attempt * random.uniform(0.5, 1.5))
         self.metrics.http_fetches.labels(state.name, "error").inc()
         state.last_fetch = now_rfc3339()
-        raise FetchError(state.last_error or repr(last))
+        raise FetchError(state.last_error or "fetch failed")
 
     async def _fetch_once(self, state: SourceState) -> str | None:
         assert self._session is not None
@@ -197,30 +251,54 @@ class HttpSources:
             headers["If-Modified-Since"] = state.last_modified
         timeout = aiohttp.ClientTimeout(total=spec.timeout)
         async with self._session.get(
-            spec.url, headers=headers, timeout=timeout, allow_redirects=False
+            spec.url,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+            ssl=self._tls(state),
         ) as resp:
             if resp.status == 304:
                 return None
             if resp.status != 200:
-                raise FetchError(f"HTTP {resp.status} from {spec.url}")
+                raise FetchError(f"HTTP {resp.status} from {spec.url}", retry=resp.status >= 500)
             body = bytearray()
             async for chunk in resp.content.iter_chunked(1 << 16):
                 body += chunk
                 if len(body) > spec.max_bytes:
-                    raise FetchError(f"larger than maxBytes ({spec.max_bytes})")
+                    raise FetchError(
+                        f"larger than maxBytes ({spec.max_bytes} bytes); stopped reading",
+                        retry=False,
+                    )
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FetchError(f"not UTF-8 text: {exc}", retry=False) from None
             state.etag = resp.headers.get("ETag")
             state.last_modified = resp.headers.get("Last-Modified")
-            return body.decode("utf-8")
+            return text
+
+    @staticmethod
+    def _tls(state: SourceState) -> ssl.SSLContext | bool:
+        """The source's own trust (its ``caBundle``) or aiohttp's default verification."""
+        bundle = state.spec.ca_bundle
+        if bundle is None:
+            return True
+        if state.tls is None:
+            try:
+                state.tls = ssl.create_default_context(cadata=bundle)
+            except (ssl.SSLError, ValueError) as exc:
+                raise FetchError(f"caBundle is not usable PEM: {exc}", retry=False) from None
+        return state.tls
 
     async def _refresh(self, state: SourceState) -> None:
         while True:
             await asyncio.sleep(state.spec.refresh_interval)
             try:
                 text = await self._fetch(state)
-            except FetchError as exc:
-                _log.warning("HTTP source fetch failed; the accepted content stays",
-                             source=state.name, error=str(exc))  # fmt: skip
+            except FetchError:
+                self._report_fetch(state, "the accepted content stays")
                 continue
+            state.reported = None
             digest = _checksum(text)
             if digest == state.accepted_checksum:
                 continue
@@ -288,3 +366,41 @@ class HttpSources:
         state.accepted = text
         state.accepted_checksum = _checksum(text)
         state.pending_rejected = None
+        state.reported = None
+
+    # --- reporting ------------------------------------------------------------------------
+
+    def _report_fetch(self, state: SourceState, consequence: str) -> None:
+        """W7015 for a failed fetch, once per distinct error of a source."""
+        error = state.last_error or "fetch failed"
+        _log.warning("HTTP source not fetched", source=state.name, error=error,
+                     consequence=consequence)  # fmt: skip
+        if state.reported == error:
+            return
+        state.reported = error
+        diag = make(
+            "W7015",
+            Phase.SPEC,
+            f"HTTP source {state.name} ({state.spec.url}) not fetched: {error}; {consequence}",
+        )
+        self.publisher.publish(
+            Event(EventKind.RUNTIME, f"http-fetch:{state.name}", diagnostics=(diag,),
+                  message=diag.message)
+        )  # fmt: skip
+
+    def _report_waiting(self, missing: list[str]) -> None:
+        """E7016: nothing renders until these critical sources are fetched."""
+        reasons = "; ".join(
+            f"{name}: {self.states[name].last_error or 'not fetched yet'}" for name in missing
+        )
+        diag = make(
+            "E7016",
+            Phase.SPEC,
+            f"nothing renders until the critical HTTP source(s) {', '.join(missing)} are "
+            f"fetched ({reasons})",
+        )
+        _log.warning("waiting for critical HTTP sources", sources=missing, reasons=reasons)
+        self.publisher.publish(
+            Event(EventKind.RUNTIME, "http-wait:" + ",".join(missing), diagnostics=(diag,),
+                  message=diag.message)
+        )  # fmt: skip
