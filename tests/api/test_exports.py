@@ -210,7 +210,16 @@ EXPORTS: dict[str, set[str]] = {
         "webhook_configuration",
     },
     "controller.testing": {
+        "FakeStage",
         "ManualClock",
+        "RecordingTarget",
+        "endpoint_slice",
+        "ingress",
+        "render_of",
+        "service",
+        "settle",
+        "stageless_pipeline",
+        "store_of",
     },
     "controller.triggers": {
         "AdmissionDecision",
