@@ -150,7 +150,7 @@ def load_inputs(config_path: Path, resources: Sequence[Path], http: Sequence[str
                 for p in missing
             ]
         )
-    manifests, bad = load_manifests(list(resources))
+    manifests, bad = load_manifests(list(resources), frozen=True)  # read-only: stored as read
     if bad:
         raise InputError(bad)
     try:

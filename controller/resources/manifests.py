@@ -9,6 +9,12 @@ refused.
 Directories are read recursively in sorted order; hidden entries (``.git``, editor swap
 files, and the ``..data`` links of a mounted ConfigMap, whose targets are visible anyway)
 are skipped. A file named explicitly is always read, whatever its suffix.
+
+Large inputs (``htc validate`` over thousands of objects) take a fast path: libyaml composes
+the nodes, and one walk builds each document's value, already frozen for the store when the
+caller asks (see :func:`load_manifests`). Anything that path is not sure about (anchors, tags,
+merge keys, duplicate keys, a YAML error) makes it read the file again the careful way, so
+values and diagnostics are the careful reader's.
 """
 
 from __future__ import annotations
@@ -16,14 +22,19 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.resources.collection import object_ref
-from controller.spec.loader import PathKey, read_documents
+from controller.resources.frozen import FrozenDict
+from controller.spec.loader import MAX_NODES, PathKey, read_documents
+from controller.spec.loader import _Loader as _ConfigLoader
 from controller.spec.models import WatchedResource
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -70,8 +81,15 @@ def iter_manifest_files(root: Path) -> Iterator[Path]:
     yield from walk(root)
 
 
-def load_manifests(paths: Sequence[Path]) -> tuple[list[Manifest], list[Diagnostic]]:
-    """Every object in ``paths`` (files or directories), and every problem found. Never raises."""
+def load_manifests(
+    paths: Sequence[Path], *, frozen: bool = False
+) -> tuple[list[Manifest], list[Diagnostic]]:
+    """Every object in ``paths`` (files or directories), and every problem found. Never raises.
+
+    ``frozen``: objects read by the fast path come as the store keeps them (read-only
+    mappings, tuples, interned keys and short strings), so that storing them does not copy
+    them again; for callers that only store or read them.
+    """
     manifests: list[Manifest] = []
     diagnostics: list[Diagnostic] = []
     for path in paths:
@@ -81,14 +99,15 @@ def load_manifests(paths: Sequence[Path]) -> tuple[list[Manifest], list[Diagnost
         else:
             files = [path]
         for f in files:
-            found, problems = load_file(f)
+            found, problems = load_file(f, frozen=frozen)
             manifests += found
             diagnostics += problems
     return manifests, diagnostics
 
 
-def load_file(path: Path) -> tuple[list[Manifest], list[Diagnostic]]:
-    """The objects of one file and its problems. Never raises."""
+def load_file(path: Path, *, frozen: bool = False) -> tuple[list[Manifest], list[Diagnostic]]:
+    """The objects of one file and its problems. Never raises (``frozen``: see
+    :func:`load_manifests`)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -99,7 +118,7 @@ def load_file(path: Path) -> tuple[list[Manifest], list[Diagnostic]]:
         return [], [_diag("E8002", path, None, f"not UTF-8 text: {exc.reason}")]
     if path.suffix.lower() == ".json":
         return parse_json(text, path)
-    return parse_yaml(text, path)
+    return parse_yaml(text, path, frozen=frozen)
 
 
 def parse_json(text: str, file: Path) -> tuple[list[Manifest], list[Diagnostic]]:
@@ -125,16 +144,22 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def parse_yaml(text: str, file: Path) -> tuple[list[Manifest], list[Diagnostic]]:
+def parse_yaml(
+    text: str, file: Path, *, frozen: bool = False
+) -> tuple[list[Manifest], list[Diagnostic]]:
     """All documents of a YAML stream, or none and E8002 when any part is broken.
 
     Reading is shared with the config loader (same line numbers, duplicate-key and alias
     checks), and is all-or-nothing per file: a half-saved file must not look like a file
-    from which objects were removed.
+    from which objects were removed. Plain streams take the fast path (:func:`_fast_read`).
     """
-    docs, problems = read_documents(text, str(file))
-    if problems:
-        return [], problems
+    fast = _fast_read(text, frozen)
+    if fast is not None:
+        docs = fast
+    else:
+        docs, problems = read_documents(text, str(file))
+        if problems:
+            return [], problems
     out: list[Manifest] = []
     diags: list[Diagnostic] = []
     for doc, lines in docs:
@@ -168,7 +193,11 @@ def _collect(
         api_version, kind = defaults
         doc = {"apiVersion": api_version, "kind": kind, **doc}
     kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+    if (
+        isinstance(kind, str)
+        and kind.endswith("List")
+        and isinstance(doc.get("items"), list | tuple)
+    ):
         # Items of a typed list (IngressList) may omit apiVersion/kind; a plain List may not.
         item_defaults = None
         if kind != "List" and isinstance(doc.get("apiVersion"), str):
@@ -207,9 +236,14 @@ def _identity_problem(doc: Mapping[str, Any]) -> str | None:
 
 
 def _kind_of(value: Any) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        list: "list",
+        tuple: "list",
+        str: "string",
+        int: "number",
+        float: "number",
+        bool: "boolean",
+    }.get(type(value), type(value).__name__)
 
 
 def unwatched_note(m: Manifest, watched: Mapping[str, WatchedResource]) -> Diagnostic:
@@ -234,3 +268,125 @@ def unwatched_note(m: Manifest, watched: Mapping[str, WatchedResource]) -> Diagn
         location=Location(file=str(m.file), line=m.line),
         object=object_ref(obj),
     )
+
+
+# --- the fast path ---------------------------------------------------------------------------
+
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_NULL = "tag:yaml.org,2002:null"
+_SCALARS = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
+_INTERN_MAX = 32
+"""As the store's ``freeze`` interns: short values repeat across objects."""
+
+_intern = sys.intern
+
+
+class _Unsure(Exception):
+    """The fast path does not build this document; the careful reader does."""
+
+
+class _FastLoader(_ConfigLoader):
+    """The config loader (libyaml, no implicit timestamps) with a resolver cut to what the
+    composer asks of it: safe YAML has no path resolvers, so descending and ascending are
+    no-ops, and a plain scalar whose first character starts no implicit type is a string
+    without trying any pattern (most of a manifest: names, keys, addresses)."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode:
+            if implicit[0]:
+                resolvers = self.yaml_implicit_resolvers.get(value[:1])
+                if resolvers:
+                    for tag, regexp in resolvers:
+                        if regexp.match(value):
+                            return str(tag)
+            return _STR
+        return _SEQ if kind is yaml.SequenceNode else _MAP
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
+
+
+_FAST = issubclass(_ConfigLoader, getattr(yaml, "CSafeLoader", ()))
+
+
+def _fast_read(text: str, frozen: bool) -> list[tuple[Any, dict[PathKey, int]]] | None:
+    """The documents of ``text`` with the lines manifests need (each document's, and each
+    ``items`` entry's), or None when the careful reader must read it.
+
+    Without ``&`` there are no anchors, hence no aliases: every node is visited once, so no
+    alias bomb or cycle can occur, and a document spanning fewer than two characters per
+    node of ``MAX_NODES`` cannot exceed that bound either.
+    """
+    if not _FAST or "&" in text:
+        return None
+    scalars = _ConfigLoader.yaml_constructors
+    build_map: Any = FrozenDict if frozen else dict
+    build_seq: Any = tuple if frozen else list
+
+    def value(node: Any) -> Any:
+        cls = node.__class__
+        if cls is yaml.ScalarNode:
+            tag = node.tag
+            if tag == _STR:
+                v = node.value
+                return _intern(v) if frozen and len(v) <= _INTERN_MAX else v
+            if tag == _NULL:
+                return None
+            if tag not in _SCALARS:
+                raise _Unsure
+            try:
+                return scalars[tag](loader, node)
+            except Exception:
+                raise _Unsure from None
+        if cls is yaml.MappingNode:
+            if node.tag != _MAP:
+                raise _Unsure
+            pairs = node.value
+            out: dict[str, Any] = {}
+            for key_node, value_node in pairs:
+                if key_node.__class__ is not yaml.ScalarNode or key_node.tag != _STR:
+                    raise _Unsure
+                key = key_node.value
+                out[_intern(key) if frozen else key] = value(value_node)
+            if len(out) != len(pairs):
+                raise _Unsure  # a duplicate key: the careful reader says where
+            return build_map(out)
+        if cls is yaml.SequenceNode and node.tag == _SEQ:
+            return build_seq([value(item) for item in node.value])
+        raise _Unsure
+
+    docs: list[tuple[Any, dict[PathKey, int]]] = []
+    loader = _FastLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            if node.end_mark.index - node.start_mark.index >= 2 * MAX_NODES:
+                return None
+            data = value(node)
+            if data is not None:
+                lines: dict[PathKey, int] = {(): node.start_mark.line + 1}
+                _item_lines(node, (), lines)
+                docs.append((data, lines))
+    except (_Unsure, yaml.YAMLError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _item_lines(node: Any, at: PathKey, out: dict[PathKey, int]) -> None:
+    """The line of each ``items`` entry of a List (and of Lists inside it)."""
+    if node.__class__ is not yaml.MappingNode:
+        return
+    for key_node, value_node in node.value:
+        if key_node.value == "items" and value_node.__class__ is yaml.SequenceNode:
+            for i, item in enumerate(value_node.value):
+                out[(*at, "items", i)] = item.start_mark.line + 1
+                _item_lines(item, (*at, "items", i), out)

@@ -19,7 +19,6 @@ from controller.render import SourceMap
 from controller.spec.models import ExternalValidator, FailurePolicy
 from controller.validation.external.command import VALIDATOR_POLICY, run_command
 from controller.validation.external.contract import MAX_FINDINGS, Finding
-from controller.validation.external.http import run_http
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.redact import Redactor
 from controller.validation.sandbox import SandboxPolicy, isolation_for
@@ -70,6 +69,10 @@ class ExternalStage(Stage):
         try:
             if v.type == "command":
                 return await run_command(v, ctx.files, self.sandbox)
+            # aiohttp (and the TLS context it makes on import, ~0.2 s) only for a pipeline
+            # that has an http validator: `htc validate` without one must not pay for it.
+            from controller.validation.external.http import run_http
+
             return await run_http(v, ctx.files)
         except asyncio.CancelledError:
             raise

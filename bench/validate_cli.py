@@ -1,0 +1,196 @@
+"""Benchmark of ``htc validate`` over generated manifests, end to end, as a user runs it.
+
+    python bench/validate_cli.py --ingresses 2000 [--haproxy BIN] [--repeat 3] [--profile OUT] --json
+
+Writes N Ingresses, N Services and N EndpointSlices (the objects of ``bench/render.py``) as
+three YAML files into a temporary directory, then runs ``htc validate`` on the quickstart
+config over them in a fresh interpreter, ``--repeat`` times after one uncounted run that
+writes the bytecode cache (as an installed package has it). Reports the wall time of each
+run (``wallMs``: interpreter start, imports, loading, render, pipeline, report; the issue's
+target is ≤ 2,000 ms at N = 2,000), its CPU time with its children (``cpuMs``: on a shared
+machine wall time mostly measures the neighbours), the medians, and the report's own timings
+(render, inline rules, each pipeline stage).
+
+``--profile OUT`` runs the command once more in this process under cProfile and writes the
+stats to OUT (read them with ``python -m pstats OUT``), with the command's steps (``profileSteps``:
+imports, loading, filling the store, compiling templates, rendering, building the pipeline,
+validating; cumulative profiled time, inflated by the profiler but in proportion) and the top
+functions by own time (``profileTop``) in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "examples" / "quickstart" / "config.yaml"
+HTC = Path(sys.executable).parent / "htc"
+
+
+def _objects(n: int) -> list[tuple[str, dict[str, Any]]]:
+    """The objects bench/render.py renders (one definition of the benchmark's shape)."""
+    spec = importlib.util.spec_from_file_location("bench_render", ROOT / "bench" / "render.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out: list[tuple[str, dict[str, Any]]] = module.generate(n)
+    return out
+
+
+def write_manifests(n: int, folder: Path) -> list[Path]:
+    """One YAML stream per collection, as ``kubectl get -o yaml`` users keep them."""
+    import yaml
+
+    class Dumper(yaml.CSafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # kubectl writes no anchors; the objects share sub-dicts here
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for collection, obj in _objects(n):
+        groups.setdefault(collection, []).append(obj)
+    paths: list[Path] = []
+    for collection, objs in groups.items():
+        path = folder / f"{collection}.yaml"
+        path.write_text(yaml.dump_all(objs, Dumper=Dumper, sort_keys=False))
+        paths.append(path)
+    return paths
+
+
+def _args(folder: Path, haproxy: str | None) -> list[str]:
+    out = ["validate", str(QUICKSTART), "-r", str(folder), "--format", "json"]
+    if haproxy:
+        out += ["--haproxy", haproxy]
+    return out
+
+
+def _env(pycache: Path) -> dict[str, str]:
+    """The environment of a user's run: bytecode cached (an installed package has it), here
+    under ``pycache`` so that the checkout stays clean, whatever the caller's environment
+    says about writing bytecode."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def run_once(folder: Path, haproxy: str | None, env: dict[str, str]) -> dict[str, Any]:
+    """One ``htc validate`` in a fresh process: wall time, CPU time of the command and its
+    children (haproxy, rule workers), exit code, and the report's own timings."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(HTC), *_args(folder, haproxy)], capture_output=True, text=True, env=env
+    )
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    return {
+        "wallMs": round(wall, 1),
+        "cpuMs": round(cpu, 1),
+        "exit": done.returncode,
+        "valid": report.get("valid"),
+        "reportTimings": report.get("timings", {}),
+        "stderr": done.stderr.strip().splitlines(),
+    }
+
+
+def profile(folder: Path, haproxy: str | None, out: Path) -> dict[str, Any]:
+    """The command once in this process under cProfile: time per step, top 25 by own time."""
+    import cProfile
+    import pstats
+
+    sys.path.insert(0, str(ROOT))
+    from controller.cli import main as htc_main
+
+    profiler = cProfile.Profile()
+    with open(os.devnull, "w") as sink, redirect_stdout(sink), redirect_stderr(sink):
+        profiler.enable()
+        try:
+            htc_main.main(args=_args(folder, haproxy), standalone_mode=False)
+        except SystemExit:
+            pass
+        finally:
+            profiler.disable()
+    profiler.dump_stats(str(out))
+    stats = pstats.Stats(str(out))
+    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    steps: dict[str, float] = {}
+    for (file, _line, func), (_cc, _calls, _tt, cumtime, _callers) in table.items():
+        for label, (suffix, name) in STEPS.items():
+            if file.endswith(suffix) and func == name:
+                steps[label] = round(steps.get(label, 0.0) + cumtime * 1000, 1)
+    stats.sort_stats("tottime")
+    rows: list[dict[str, Any]] = []
+    for func in stats.fcn_list[:25]:  # type: ignore[attr-defined]
+        _cc, calls, tottime, cumtime, _callers = table[func]
+        rows.append(
+            {
+                "function": f"{Path(func[0]).name}:{func[1]}:{func[2]}",
+                "calls": calls,
+                "ownMs": round(tottime * 1000, 1),
+                "cumMs": round(cumtime * 1000, 1),
+            }
+        )
+    return {"profileSteps": steps, "profileTop": rows}
+
+
+STEPS = {
+    "importCommand": ("controller/cli/__init__.py", "get_command"),
+    "loadManifests": ("controller/resources/manifests.py", "load_manifests"),
+    "fillStore": ("controller/cli/inputs.py", "_fill"),
+    "compileTemplates": ("controller/validation/rules/render.py", "from_spec"),
+    "render": ("controller/validation/rules/render.py", "render"),
+    "buildPipeline": ("controller/validation/pipeline.py", "from_settings"),
+    "validate": ("controller/validation/pipeline.py", "validate"),
+}
+"""Step → (file, function) whose cumulative time is the step's."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--ingresses", type=int, default=2000)
+    parser.add_argument("--haproxy", default=None, help="haproxy binary (default: the spec's)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="htc-bench-") as tmp:
+        folder = Path(tmp)
+        manifests = folder / "manifests"
+        manifests.mkdir()
+        write_manifests(args.ingresses, manifests)
+        env = _env(folder / "pycache")
+        run_once(manifests, args.haproxy, env)  # writes the bytecode cache; not counted
+        runs = [run_once(manifests, args.haproxy, env) for _ in range(args.repeat)]
+        out: dict[str, Any] = {
+            "ingresses": args.ingresses,
+            "objects": 3 * args.ingresses,
+            "wallMsMedian": statistics.median(r["wallMs"] for r in runs),
+            "wallMsMin": min(r["wallMs"] for r in runs),
+            "cpuMsMedian": statistics.median(r["cpuMs"] for r in runs),
+            "loadAverage": os.getloadavg()[0],
+            "targetMs": 2000,
+            "runs": runs,
+        }
+        if args.profile is not None:
+            out.update(profile(manifests, args.haproxy, args.profile))
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
