@@ -31,6 +31,7 @@ from aiohttp import web
 
 from controller.observability.logging import get_logger
 from controller.operator.watchset import CONFIG_GROUP
+from controller.resources import InvalidObject, object_key
 from controller.spec.loader import parse_config
 from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
 from controller.triggers.admission import AdmissionDecision, AdmissionJudge
@@ -132,6 +133,8 @@ class WebhookServer:
         req = review.get("request") if isinstance(review, dict) else None
         if not isinstance(req, dict) or not isinstance(req.get("uid"), str):
             return _bad("not an admission.k8s.io/v1 AdmissionReview with request.uid")
+        if not isinstance(req.get("kind"), dict):
+            return _bad("request.kind must be an object (group, version, kind)")
         try:
             decision = await self._decide(req, deadline)
         except Exception as exc:  # hostile input must never take the server down
@@ -150,9 +153,7 @@ class WebhookServer:
         )
 
     async def _decide(self, req: dict[str, Any], deadline: float) -> AdmissionDecision:
-        kind = req.get("kind") or {}
-        if not isinstance(kind, dict):
-            raise ValueError("request.kind must be an object")
+        kind = req["kind"]
         group, version, name = kind.get("group", ""), kind.get("version"), kind.get("kind")
         operation = str(req.get("operation", ""))
         obj, old = req.get("object"), req.get("oldObject")
@@ -167,6 +168,12 @@ class WebhookServer:
         api_version = f"{group}/{version}" if group else str(version)
         for collection, watched in sorted(self.watched().items()):
             if watched.api_version == api_version and watched.kind == name and watched.admission:
+                subject = old if operation == "DELETE" else obj
+                if isinstance(subject, dict):  # the store keys objects by their name
+                    try:
+                        object_key(subject)
+                    except InvalidObject as exc:
+                        return AdmissionDecision(False, f"this {name} cannot be judged: {exc}")
                 return await self.judge.judge_object(
                     collection,
                     operation,
