@@ -182,6 +182,15 @@ class Metrics:
             "Watch sets started (htc run): the first, and one per change of watchedResources.",
             registry=r,
         )
+        self.resyncs = Counter(
+            f"{PREFIX}_resyncs",
+            "Full lists of the watched collections made by htc run itself, by reason: initial "
+            "(fills the store before kopf's watches start), handover (once they have listed), "
+            "reconnect (the API server was unreachable), periodic (relistInterval). kopf "
+            "reconnects its watch streams on its own and does not report it.",
+            ["reason"],
+            registry=r,
+        )
         self.api_errors = Counter(
             f"{PREFIX}_api_errors",
             "Failed requests of the controller's own to the API server, by HTTP status code.",

@@ -279,8 +279,7 @@ class OperatorApp:
         self._seen_generation = _generation(body)
         self.store = Store(spec.watched_resources)
         self.trigger.source = self.store
-        self.watch = self._start_watch(spec, self.store)
-        await self._wait_synced(self.watch)
+        self.watch = await self._watch_filled(spec, self.store)
         self.synced = True
         self._unsubscribe = self.store.subscribe(self.trigger)
         self._running_spec = spec
@@ -415,12 +414,9 @@ class OperatorApp:
         self, spec: HAProxyTemplateConfigSpec, generation: int | None
     ) -> None:
         store = Store(spec.watched_resources)
-        candidate = self._start_watch(spec, store)
         try:
-            await self._wait_synced(candidate)
+            candidate = await self._watch_filled(spec, store)
         except TimeoutError:
-            await candidate.stop()
-            self._forget(candidate)
             diag = make("E7010", Phase.SPEC, "the new watchedResources did not finish listing")
             self.publisher.publish(spec_rejection([diag], running=True))
             return
@@ -448,6 +444,56 @@ class OperatorApp:
         self._forget(watch_set)
 
     # --- watch sets -----------------------------------------------------------------------
+
+    async def _watch_filled(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
+        """A watch set for ``spec`` and ``store``, returned once ``store`` holds every watched
+        collection; raises TimeoutError (the watch set stopped) when that takes too long.
+
+        The store is filled by one list of our own, and kopf's watches start after it. kopf
+        lists too, and then handles every listed object one by one (about 7 ms each, 20 s for
+        3,000 objects), which the first render need not wait for: what kopf delivers again is
+        equal to what the store holds and changes nothing. Its list is newer than ours, so it
+        brings every change made since; only an object deleted between the two lists is not
+        reported by kopf, and one more list of ours once kopf has synced (the handover) removes
+        it. When our list fails, the store waits for kopf's."""
+        started = time.monotonic()
+        try:
+            lists = await asyncio.to_thread(self._list_all, dict(spec.watched_resources))
+        except Exception as exc:
+            self.metrics.api_errors.labels("list").inc()
+            _log.warning(
+                "initial list failed; waiting for the watches' own lists", error=str(exc)[:300]
+            )
+            watch_set = self._start_watch(spec, store)
+            try:
+                await self._wait_synced(watch_set)
+            except TimeoutError:
+                await self._retire(watch_set)
+                raise
+            return watch_set
+        for name, items in lists.items():
+            store.replace(name, items)
+        self.metrics.resyncs.labels("initial").inc()
+        watch_set = self._start_watch(spec, store)
+        for name in lists:
+            self.metrics.watched_objects.labels(name).set(len(store.collection(name)))
+        _log.info(
+            "listed",
+            watch=watch_set.label,
+            seconds=round(time.monotonic() - started, 3),
+            objects={name: len(items) for name, items in lists.items()},
+        )
+        self._spawn(self._handover(watch_set, store))
+        return watch_set
+
+    async def _handover(self, watch_set: WatchSet, store: Store) -> None:
+        """Once kopf's watches have listed, list once more (see :meth:`_watch_filled`)."""
+        try:
+            await self._wait_synced(watch_set)
+        except (TimeoutError, RuntimeError):
+            return  # logged by _wait_synced's caller paths; the periodic relist still runs
+        if self._stores.get(id(watch_set)) is store:
+            await self.relist("handover", store)
 
     def _start_watch(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
         self._watch_sets += 1
@@ -610,14 +656,14 @@ class OperatorApp:
             if self.synced and self.api_reachable:
                 await self.relist("periodic")
 
-    async def relist(self, why: str) -> int:
+    async def relist(self, why: str, store: Store | None = None) -> int:
         """List every watched collection and make the store equal to what the server holds.
 
         kopf resumes a watch from its last resourceVersion; when that is gone (410, after a
         compaction) it lists again and carries on, but an object deleted meanwhile is never
         reported. Replacing each collection with a fresh list removes such objects (and the
         store tells the trigger what changed)."""
-        store = self.store
+        store = store or self.store
         watched = dict(store.watched())
         try:
             lists = await asyncio.to_thread(self._list_all, watched)
@@ -625,9 +671,10 @@ class OperatorApp:
             self.metrics.api_errors.labels("relist").inc()
             _log.warning("relist failed; the watches stay as they are", error=str(exc)[:300])
             return 0
-        if store is not self.store:
-            return 0  # a new watch set replaced this store meanwhile
+        if not any(store is s for s in (self.store, *self._stores.values())):
+            return 0  # its watch set was retired meanwhile
         changes = sum(len(store.replace(name, items)) for name, items in lists.items())
+        self.metrics.resyncs.labels(why).inc()
         _log.info("relisted", why=why, changes=changes)
         return changes
 
