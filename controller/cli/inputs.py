@@ -166,9 +166,9 @@ def render_inputs(inputs: Inputs, ruleset: RuleSet | None = None) -> RenderResul
     """Render as reconcile does: the inline rules of the loaded objects first, then of each
     output right after it renders. ``htc render`` must not write, without a word, what the
     controller would refuse; the deferred rules are the pipeline's (``htc validate``)."""
-    from controller.validation.rules import RuledRenderer  # heavy; only when rendering
+    from controller.validation.service import ruled_renderer  # heavy; only when rendering
 
-    renderer = RuledRenderer.from_spec(inputs.config.spec, locate=inputs.locate, ruleset=ruleset)
+    renderer = ruled_renderer(inputs.config.spec, locate=inputs.locate, ruleset=ruleset)
     return renderer.render(inputs.store.snapshot(), http=inputs.http)
 
 

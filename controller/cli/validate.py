@@ -21,7 +21,6 @@ from controller.cli.inputs import (
     http_option,
     load_inputs,
     load_raw,
-    render_inputs,
 )
 from controller.cli.options import (
     format_option,
@@ -49,6 +48,7 @@ from controller.validation import (
 )
 from controller.validation.lint.locations import config_origin, with_origins
 from controller.validation.report import Counts, ReportMetadata, ReportStatus
+from controller.validation.service import default_engine, evaluate
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
@@ -164,27 +164,44 @@ def command(
         click.echo(_loaded(inputs, bool(resources or extra)), err=True)
         spec = inputs.config.spec
         settings = spec.validation
-        with step("rendering"):
-            render = render_inputs(inputs)
+    options = _options(settings, strict, severity, disable_builtin)
+    if spec is None:
+        try:
+            pipeline = Pipeline.from_settings(settings, haproxy_binary=haproxy_binary)
+        except PipelineSetupError as exc:
+            _fail_inputs(exc.diagnostics, fmt, output)
+        with step("validating"):
+            report = asyncio.run(pipeline.validate(render, options=options))
+        _emit(report, fmt, output, render)
+        raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
+    # The controller's own engine, as reconcile builds it (without the warm-up a long-running
+    # process pays once: this command judges one candidate).
     try:
-        pipeline = (
-            Pipeline.from_spec(spec, haproxy_binary=haproxy_binary)
-            if spec is not None
-            else Pipeline.from_settings(settings, haproxy_binary=haproxy_binary)
-        )
-        options = ValidationOptions.from_settings(settings).replace(
-            strict=strict, severity_level=severity, disable_builtin_rules=disable_builtin
-        )
+        engine = default_engine(haproxy_binary, locate=inputs.locate, warm=False)(spec)
     except PipelineSetupError as exc:
         _fail_inputs(exc.diagnostics, fmt, output)
+    with step("rendering and validating"):
+        judged, verdict = asyncio.run(
+            evaluate(engine, inputs.store.snapshot(), inputs.http, options=options)
+        )
+    report = with_config_lines(verdict.report, spec, inputs.locate, config_path)
+    _emit(report, fmt, output, judged)
+    raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
+
+
+def _options(
+    settings: ValidationSettings,
+    strict: bool | None,
+    severity: str | None,
+    disable_builtin: bool | None,
+) -> ValidationOptions:
+    """The spec's (or --settings') options with the command line's on top."""
+    try:
+        return ValidationOptions.from_settings(settings).replace(
+            strict=strict, severity_level=severity, disable_builtin_rules=disable_builtin
+        )
     except InvalidOptionError as exc:
         raise click.UsageError(str(exc)) from None
-    with step("validating"):
-        report = asyncio.run(pipeline.validate(render, options=options))
-    if spec is not None:
-        report = with_config_lines(report, spec, inputs.locate, config_path)
-    _emit(report, fmt, output, render)
-    raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
 
 
 def _loaded(inputs: Inputs, given: bool) -> str:

@@ -1,9 +1,9 @@
 """Run a config's embedded tests: fixtures → store → render (with inline rules) → pipeline.
 
 Each test gets a fresh store filled with its fixtures, the spec's extraContext overridden by
-the test's, and its httpSources content. Rendering uses the same :class:`RuledRenderer` and
-the pipeline the same :meth:`Pipeline.from_spec` as reconcile, so a test passes only if the
-controller would accept the same inputs. The pipeline (and ``haproxy -c``) runs only for tests
+the test's, and its httpSources content. Renderer, pipeline and the render-then-check step
+are the engine service's (:mod:`controller.validation.service`), as reconcile's are, so a
+test passes only if the controller would accept the same inputs. The pipeline (and ``haproxy -c``) runs only for tests
 that assert ``valid`` or ``invalid``; the others need nothing but the renderer.
 
 ``deterministic`` renders a second time from a store filled with the fixtures in reverse
@@ -31,7 +31,8 @@ from controller.spec.models import AssertionType, EmbeddedTest, HAProxyTemplateC
 from controller.validation.lint.embedded import assertion_problems
 from controller.validation.pipeline import Pipeline, PipelineSetupError
 from controller.validation.report import ValidationReport
-from controller.validation.rules import Locator, RuledRenderer
+from controller.validation.rules import Locator
+from controller.validation.service import Engine, checking_pipeline, evaluate, ruled_renderer
 from controller.validation.testing.assertions import Produced, judge_assertion
 from controller.validation.testing.model import (
     AssertionResult,
@@ -84,10 +85,8 @@ class TestRunner:
         self.config = config
         self.spec = config.spec
         self.locate = locate
-        self.renderer = RuledRenderer.from_spec(self.spec, locate=locate)
-        self._pipeline_factory = pipeline or (
-            lambda: Pipeline.from_spec(self.spec, haproxy_binary=haproxy_binary)
-        )
+        self.renderer = ruled_renderer(self.spec, locate=locate)
+        self._pipeline_factory = pipeline or (lambda: checking_pipeline(self.spec, haproxy_binary))
         self._pipeline: Pipeline | None = None
         self._pipeline_error: list[Diagnostic] | None = None
 
@@ -146,22 +145,38 @@ class TestRunner:
                 started,
                 diagnostics=[exc.diagnostic(name, self.locate)],
             )
-        render = await asyncio.to_thread(self._render, first, test)
-        render2 = await asyncio.to_thread(self._render, second, test) if second else None
         report: ValidationReport | None = None
-        if any(a.type in _NEEDS_PIPELINE for a in test.assertions):
-            pipeline = self._get_pipeline()
-            if pipeline is None:
-                diags = [
-                    _could_not_run(
-                        name, f"the pipeline could not be built: {d.rule_id} {d.message}", None
-                    )
-                    for d in self._pipeline_error or []
-                ]
-                return self._result(
-                    name, test, TestStatus.ERROR, started, diagnostics=diags, render=render
+        pipeline = (
+            self._get_pipeline()
+            if any(a.type in _NEEDS_PIPELINE for a in test.assertions)
+            else None
+        )
+        if pipeline is not None:
+            # Rendered and judged by the engine service, exactly as reconcile judges.
+            engine = Engine(self.spec, self.renderer, pipeline)
+            rendered, verdict = await evaluate(
+                engine,
+                first.snapshot(),
+                dict(test.http_sources),
+                extra_context=dict(test.extra_context),
+            )
+            if rendered is None:  # the renderer raised: the verdict says how
+                diags = [_could_not_run(name, d.message, None) for d in verdict.report.diagnostics]
+                return self._result(name, test, TestStatus.ERROR, started, diagnostics=diags)
+            render, report = rendered, verdict.report
+        else:
+            render = await asyncio.to_thread(self._render, first, test)
+        render2 = await asyncio.to_thread(self._render, second, test) if second else None
+        if report is None and any(a.type in _NEEDS_PIPELINE for a in test.assertions):
+            diags = [
+                _could_not_run(
+                    name, f"the pipeline could not be built: {d.rule_id} {d.message}", None
                 )
-            report = await pipeline.validate(render)
+                for d in self._pipeline_error or []
+            ]
+            return self._result(
+                name, test, TestStatus.ERROR, started, diagnostics=diags, render=render
+            )
         got = Produced(render, self.paths, report, render2)
         judged = [judge_assertion(i, a, got) for i, a in enumerate(test.assertions, start=1)]
         diags = [self._failure(name, r) for r in judged if not r.passed]
