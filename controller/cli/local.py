@@ -56,6 +56,11 @@ class CannotStart(click.ClickException):
     help="Also write the /status document to this file after every event.",
 )
 @click.option(
+    "--secrets-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Credentials of httpSources[].secretRef: DIR/<secret>/<key>, as a mounted Secret.",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["auto", "json", "console"]),
     default="auto",
@@ -75,6 +80,7 @@ def command(
     status_addr: str,
     work_dir: Path | None,
     status_file: Path | None,
+    secrets_dir: Path | None,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -97,6 +103,7 @@ def command(
         status_addr=status,
         work_dir=work_dir.resolve() if work_dir is not None else None,
         status_file=status_file,
+        secrets_dir=secrets_dir,
     )
     try:
         app = LocalApp(options)

@@ -8,8 +8,8 @@ The wiring, and nothing else (no pipeline logic lives here)::
 
 HTTP sources are wired as in ``htc run`` (:meth:`HttpSources.for_trigger`): fetched before the
 first render, which waits for critical ones; a refresh is validated before it is used. The
-sources are the startup spec's (a later spec change does not refetch), and ``secretRef``
-headers are not sent: a local directory has no Secrets to read.
+sources are the startup spec's (a later spec change does not refetch), and ``secretRef`` is
+read from files (``--secrets-dir``, laid out as a mounted Secret) instead of the API.
 
 Config changes take a detour. The adapter asks :meth:`LocalApp._on_config` synchronously,
 but adopting a spec means rendering and validating it, which is asynchronous. So:
@@ -44,7 +44,7 @@ from controller.observability.metrics import METRICS, Metrics
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
 from controller.spec.loader import parse_config, read_documents
-from controller.spec.models import KIND, HAProxyTemplateConfigSpec, WatchedResource
+from controller.spec.models import KIND, HAProxyTemplateConfigSpec, SecretKeyRef, WatchedResource
 from controller.triggers import (
     Engine,
     HttpSources,
@@ -54,6 +54,7 @@ from controller.triggers import (
     spec_rejection,
     with_listen,
 )
+from controller.triggers.http_sources import FetchError
 from controller.validation.lint import spec_locator
 from controller.validation.lint.locations import Origin, config_origin
 
@@ -82,6 +83,9 @@ class LocalOptions:
     retry_max: float = 30.0
     out: TextIO | None = None
     """Where the console report goes (stdout by default)."""
+    secrets_dir: Path | None = None
+    """Where ``httpSources[].secretRef`` is read from: ``DIR/<secret name>/<key>``, the layout
+    of a Secret mounted as a volume (None: no credentials are sent)."""
     adapter_options: dict[str, Any] = field(default_factory=dict)
     """Extra DirectoryAdapter arguments (watch debounce, polling) — for tests and benchmarks."""
 
@@ -223,6 +227,7 @@ class LocalApp:
             view=lambda: self.store.snapshot(),
             publisher=self.publisher,
             metrics=self.metrics,
+            secret_headers=self._secret_headers if self.options.secrets_dir else None,
         )
         self.http_sources = sources
         self.board.http_sources = sources.status
@@ -235,6 +240,22 @@ class LocalApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         return not self._stop.is_set()
+
+    async def _secret_headers(self, ref: SecretKeyRef) -> dict[str, str]:
+        """As ``htc run`` reads a Secret: ``key`` becomes ``Authorization``; without a key,
+        every file of the Secret's directory is a header. A missing file fails the fetch."""
+        assert self.options.secrets_dir is not None
+        folder = self.options.secrets_dir / ref.name
+        try:
+            if ref.key is not None:
+                return {"Authorization": (folder / ref.key).read_text(encoding="utf-8").strip()}
+            return {
+                path.name: path.read_text(encoding="utf-8").strip()
+                for path in sorted(folder.iterdir())
+                if path.is_file() and not path.name.startswith(".")
+            }
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FetchError(f"secretRef {ref.name}: {exc}", retry=False) from None
 
     # --- the directory adapter ------------------------------------------------------------
 

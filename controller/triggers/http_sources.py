@@ -48,7 +48,7 @@ from controller.spec.models import HttpSource, SecretKeyRef
 from controller.triggers.engine import Engine, evaluate
 from controller.triggers.reconcile import ReconcileTrigger
 
-__all__ = ["HttpSources", "SourceState"]
+__all__ = ["FetchError", "HttpSources", "SourceState"]
 
 _log = get_logger("controller.http_sources")
 
@@ -68,6 +68,9 @@ class SourceState:
     pending_rejected: str | None = None
     """Checksum of the latest content that failed validation."""
     rejected: set[str] = field(default_factory=set)
+    proposed: str | None = None
+    """Checksum of the content pending or under validation: fetched again meanwhile, it is
+    not proposed a second time (a validation can outlast a refresh interval)."""
     reported: str | None = None
     """The fetch error last published, so that a failing source is reported once per error."""
     tls: ssl.SSLContext | None = None
@@ -305,6 +308,9 @@ class HttpSources:
             if digest in state.rejected:
                 self.metrics.http_rejections.labels(state.name, "known").inc()
                 continue
+            if digest == state.proposed:
+                continue
+            state.proposed = digest
             self._pending[state.name] = text
             self._wake.set()
 
@@ -328,6 +334,9 @@ class HttpSources:
         http = {**self.content(), **pending}
         render, verdict = await evaluate(engine, view, http)
         names = sorted(pending)
+        for name in names:  # judged now (newer content fetched meanwhile stays proposed)
+            if self.states[name].proposed == _checksum(pending[name]):
+                self.states[name].proposed = None
         if verdict.validated is not None:
             for name in names:
                 self._accept(self.states[name], pending[name])

@@ -51,6 +51,8 @@ class Source:
     body: str = "10.0.0.1\n"
     status: int = 200
     url: str = ""
+    token: str | None = None
+    """When set, only ``Authorization: <token>`` is answered (401 otherwise)."""
 
 
 @pytest.fixture
@@ -58,6 +60,8 @@ async def source() -> AsyncIterator[Source]:
     s = Source()
 
     async def answer(request: web.Request) -> web.Response:
+        if s.token is not None and request.headers.get("Authorization") != s.token:
+            return web.Response(status=401)
         if s.status != 200:
             return web.Response(status=s.status)
         return web.Response(text=s.body)
@@ -123,16 +127,21 @@ class Local:
 
 @pytest.fixture
 def make_local(tmp_path: Path) -> Callable[..., Local]:
-    def make(url: str, **source: Any) -> Local:
+    made = 0
+
+    def make(url: str, secrets_dir: Path | None = None, **source: Any) -> Local:
+        nonlocal made
+        made += 1
         out, metrics = io.StringIO(), Metrics()
         options = LocalOptions(
-            directory=site(tmp_path / "site", url, **source),
+            directory=site(tmp_path / f"site{made}", url, **source),
             haproxy="/usr/sbin/haproxy",
             listen=f"127.0.0.1:{free_port()}",
             status_addr=None,
-            work_dir=tmp_path / "run",
+            work_dir=tmp_path / f"run{made}",
             out=out,
             adapter_options={"debounce_ms": 30, "step_ms": 10},
+            secrets_dir=secrets_dir,
         )
         return Local(LocalApp(options, metrics=metrics), out, metrics)
 
@@ -230,3 +239,25 @@ async def test_a_stop_while_a_critical_source_is_awaited_ends_cleanly(
         await starting
     await local.app.stop()
     assert local.deployed() == "" and not local.app.supervisor.running()
+
+
+async def test_credentials_come_from_a_secrets_directory(
+    source: Source, make_local: Callable[..., Local], tmp_path: Path
+) -> None:
+    source.token = "Bearer s3cret"
+    secrets = tmp_path / "secrets"
+    (secrets / "lists").mkdir(parents=True)
+    (secrets / "lists" / "token").write_text("Bearer s3cret\n")
+    local = make_local(source.url, secrets, secretRef={"name": "lists", "key": "token"})
+    await local.app.start()
+    try:
+        assert "# deny 10.0.0.1" in local.deployed()
+    finally:
+        await local.app.stop()
+    unauthorised = make_local(source.url, secretRef={"name": "lists", "key": "token"})
+    await unauthorised.app.start()  # no secrets directory: nothing is sent, the server says 401
+    try:
+        assert "# deny" not in unauthorised.deployed()
+        assert unauthorised.http_status()["lastError"] == f"HTTP 401 from {source.url}"
+    finally:
+        await unauthorised.app.stop()
