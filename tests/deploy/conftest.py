@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from deploy_helpers import free_port
 
 from controller.deploy.master_socket import MasterSocketTarget
 from controller.deploy.supervisor import HAProxySupervisor
 from controller.observability.metrics import Metrics
+from tests.deploy.deploy_helpers import free_port
 
 
 @pytest.fixture

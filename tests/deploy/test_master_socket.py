@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from deploy_helpers import aget, aget_eventually, config_set, validated
 
 from controller.deploy.files import MANIFEST, PREVIOUS
 from controller.deploy.master_cli import MasterCli, MasterCliError
 from controller.deploy.master_socket import MasterSocketTarget
 from controller.deploy.target import DeployOutcome
 from controller.observability.metrics import Metrics
+from tests.deploy.deploy_helpers import aget, aget_eventually, config_set, validated
 
 
 async def test_deploy_reloads_and_skips_an_unchanged_set(local, port: int) -> None:

@@ -8,7 +8,6 @@ import pickle
 from pathlib import Path
 
 import pytest
-from deploy_helpers import config_set
 
 from controller.deploy.master_socket import MasterSocketTarget
 from controller.deploy.target import DeployOutcome
@@ -16,6 +15,7 @@ from controller.observability.metrics import Metrics
 from controller.render import RenderResult
 from controller.validation import Pipeline, ValidatedFileSet
 from controller.validation.validated import _issue
+from tests.deploy.deploy_helpers import config_set
 
 
 def partial() -> Pipeline:

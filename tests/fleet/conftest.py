@@ -11,17 +11,17 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
 
 import pytest
-from dataplane_kit import (
+
+from controller.deploy.dataplane import DataplaneTarget
+from controller.testbed.fixtures import unavailable
+from controller.testbed.podnet import PodNetwork
+from tests.fleet.dataplane_kit import (
     HAProxyPod,
     PodFactory,
     dataplaneapi_binary,
     target_for,
     why_no_dataplaneapi,
 )
-
-from controller.deploy.dataplane import DataplaneTarget
-from controller.testbed.fixtures import unavailable
-from controller.testbed.podnet import PodNetwork
 
 
 @pytest.fixture(scope="session")

@@ -27,12 +27,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from fleet_helpers import CONFIG
-
 from controller.deploy.dataplane import DataplaneTarget
 from controller.deploy.dataplane_client import DataplaneClient
 from controller.observability.metrics import Metrics
 from controller.testbed.podnet import Pod
+from tests.fleet.fleet_helpers import CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "hack" / "dataplaneapi" / "build.sh"

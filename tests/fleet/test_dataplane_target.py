@@ -6,7 +6,12 @@ import socket
 import ssl
 from pathlib import Path
 
-from dataplane_kit import (
+from controller.deploy.dataplane import DataplaneDetail, DataplaneTarget
+from controller.deploy.dataplane_client import DataplaneClient
+from controller.deploy.target import DeployOutcome
+from controller.observability.metrics import Metrics
+from controller.render import FileEntry, FileKind, FileSet
+from tests.fleet.dataplane_kit import (
     PASSWORD,
     USER,
     HAProxyPod,
@@ -16,13 +21,7 @@ from dataplane_kit import (
     self_signed,
     site_pem,
 )
-from fleet_helpers import config_set, eventually, validated
-
-from controller.deploy.dataplane import DataplaneDetail, DataplaneTarget
-from controller.deploy.dataplane_client import DataplaneClient
-from controller.deploy.target import DeployOutcome
-from controller.observability.metrics import Metrics
-from controller.render import FileEntry, FileKind, FileSet
+from tests.fleet.fleet_helpers import config_set, eventually, validated
 
 
 async def test_push_reloads_once_and_serves(one: tuple[HAProxyPod, DataplaneTarget]) -> None:

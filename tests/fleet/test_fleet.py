@@ -11,11 +11,11 @@ import asyncio
 import time
 
 import pytest
-from dataplane_kit import PodFactory, second_writer, target_for
-from fleet_helpers import config_set, eventually, validated
 
 from controller.deploy.fleet import Fleet, FleetDetail
 from controller.deploy.target import DeployOutcome
+from tests.fleet.dataplane_kit import PodFactory, second_writer, target_for
+from tests.fleet.fleet_helpers import config_set, eventually, validated
 
 pytestmark = pytest.mark.cluster
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from fleet_helpers import config_set, validated
-
 from controller.deploy.fleet import Fleet, FleetDetail
 from controller.deploy.target import DeployOutcome, DeployResult
 from controller.validation import ValidatedFileSet
+from tests.fleet.fleet_helpers import config_set, validated
 
 
 @dataclass

@@ -17,9 +17,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from dataplane_kit import PodFactory, free_port, target_for
-from fleet_helpers import config_set, validated
-from request_loop import LoopCounts, request_loop
 
 from controller.deploy.fleet import Fleet
 from controller.deploy.master_socket import MasterSocketTarget
@@ -27,6 +24,9 @@ from controller.deploy.supervisor import HAProxySupervisor
 from controller.deploy.target import DeployResult
 from controller.observability.metrics import Metrics
 from controller.validation import ValidatedFileSet
+from tests.fleet.dataplane_kit import PodFactory, free_port, target_for
+from tests.fleet.fleet_helpers import config_set, validated
+from tests.fleet.request_loop import LoopCounts, request_loop
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingress_kit import Cluster, Echoes, Start
 
 from controller.local.app import LocalApp, LocalOptions
+from tests.ingress.ingress_kit import Cluster, Echoes, Start
 
 
 @pytest.fixture

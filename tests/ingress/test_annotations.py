@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from ingress_kit import Cluster, Reply, Start, ingress, ingress_class, rule, self_signed
+from tests.ingress.ingress_kit import (
+    Cluster,
+    Reply,
+    Start,
+    ingress,
+    ingress_class,
+    rule,
+    self_signed,
+)
 
 NGINX = "nginx.ingress.kubernetes.io/"
 

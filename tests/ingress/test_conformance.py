@@ -15,7 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ingress_kit import Cluster, Reply, Start, backend, ingress, ingress_class, rule, self_signed
+from tests.ingress.ingress_kit import (
+    Cluster,
+    Reply,
+    Start,
+    backend,
+    ingress,
+    ingress_class,
+    rule,
+    self_signed,
+)
 
 
 def check(

@@ -8,7 +8,6 @@ The fixtures are imported by the test modules that use them.
 from __future__ import annotations
 
 import json
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -19,20 +18,18 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace, namespace
+from controller.testbed.fixtures import unavailable
+from controller.testbed.podnet import PodNetwork
+from tests.fleet.dataplane_kit import PASSWORD, USER, HAProxyPod, dataplaneapi_binary
+from tests.operator.operator_kit import (
     Run,
     config_doc,
     config_status,
     free_port,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace, namespace
-from controller.testbed.fixtures import unavailable
-from controller.testbed.podnet import PodNetwork
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fleet"))
-from dataplane_kit import PASSWORD, USER, HAProxyPod, dataplaneapi_binary
 
 __all__ = ["PASSWORD", "USER", "HAProxyPod"]
 

@@ -26,7 +26,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace
+from tests.operator.operator_kit import (
     Run,
     backend_manifests,
     config_doc,
@@ -35,8 +37,6 @@ from operator_kit import (
     ingress,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
 
 pytestmark = pytest.mark.cluster
 

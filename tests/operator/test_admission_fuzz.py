@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_kit import SPEC, json_like, names, objects
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +33,7 @@ from controller.operator.watchset import CONFIG_GROUP, CONFIG_VERSION
 from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.testbed.tls import serving_certs
 from controller.triggers import AdmissionDecision, AdmissionJudge, default_engine
+from tests.operator.hostile_kit import SPEC, json_like, names, objects
 
 pytestmark = pytest.mark.haproxy
 

@@ -13,7 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fleet_kit import (
+from kubernetes import client
+
+from controller.testbed.cluster import Namespace
+from controller.testbed.podnet import PodNetwork
+from tests.operator.fleet_kit import (
     HAProxyPods,
     answer,
     dataplaneapi,
@@ -26,11 +30,13 @@ from fleet_kit import (
     start_fleet_run,
     targets,
 )
-from kubernetes import client
-from operator_kit import backend_manifests, config_status, eventually, ingress, start_echo
-
-from controller.testbed.cluster import Namespace
-from controller.testbed.podnet import PodNetwork
+from tests.operator.operator_kit import (
+    backend_manifests,
+    config_status,
+    eventually,
+    ingress,
+    start_echo,
+)
 
 pytestmark = pytest.mark.cluster
 __all__ = ["dataplaneapi", "haproxy_ns", "haproxy_pods"]  # fixtures

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace
+from controller.testbed.podnet import Pod
+from tests.operator.operator_kit import (
     Run,
     backend_manifests,
     config_doc,
@@ -21,9 +24,6 @@ from operator_kit import (
     start_echo,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
-from controller.testbed.podnet import Pod
 
 pytestmark = pytest.mark.cluster
 

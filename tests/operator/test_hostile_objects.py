@@ -10,13 +10,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from hostile_kit import SPEC, objects
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.operator.watchset import Delivery, apply_delivery
 from controller.resources import Store
 from controller.triggers import default_engine, evaluate
+from tests.operator.hostile_kit import SPEC, objects
 
 
 @pytest.fixture(scope="module")

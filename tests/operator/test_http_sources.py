@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace
+from tests.operator.operator_kit import (
     Run,
     backend_manifests,
     config_doc,
@@ -28,8 +30,6 @@ from operator_kit import (
     ingress,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
 
 pytestmark = pytest.mark.cluster
 

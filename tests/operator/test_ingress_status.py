@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_kit import backend_manifests, config_doc, eventually, free_port, ingress, start_run
 
 from controller.testbed.cluster import Namespace
+from tests.operator.operator_kit import (
+    backend_manifests,
+    config_doc,
+    eventually,
+    free_port,
+    ingress,
+    start_run,
+)
 
 pytestmark = pytest.mark.cluster
 

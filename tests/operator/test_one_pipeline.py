@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace
+from tests.operator.operator_kit import (
     backend_manifests,
     config_doc,
     config_status,
@@ -28,8 +30,6 @@ from operator_kit import (
     ingress,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_kit import (
+
+from controller.testbed.cluster import Namespace
+from controller.testbed.podnet import Pod
+from tests.operator.fleet_kit import (
     dataplaneapi,
     fleet_config,
     haproxy_ns,
@@ -20,7 +23,7 @@ from fleet_kit import (
     start_fleet_run,
     targets,
 )
-from operator_kit import (
+from tests.operator.operator_kit import (
     backend_manifests,
     condition,
     config_doc,
@@ -30,9 +33,6 @@ from operator_kit import (
     start_echo,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
-from controller.testbed.podnet import Pod
 
 pytestmark = pytest.mark.cluster
 __all__ = ["dataplaneapi", "haproxy_ns", "haproxy_pods"]  # fixtures of the fleet test

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace
+from controller.testbed.podnet import Pod, PodNetwork
+from tests.operator.operator_kit import (
     Run,
     backend_manifests,
     condition,
@@ -25,9 +28,6 @@ from operator_kit import (
     start_echo,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
-from controller.testbed.podnet import Pod, PodNetwork
 
 pytestmark = pytest.mark.cluster
 

@@ -20,7 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_kit import (
+
+from controller.testbed.cluster import Namespace
+from controller.testbed.tls import serving_certs
+from tests.operator.operator_kit import (
     backend_manifests,
     condition,
     config_doc,
@@ -29,9 +32,6 @@ from operator_kit import (
     ingress,
     start_run,
 )
-
-from controller.testbed.cluster import Namespace
-from controller.testbed.tls import serving_certs
 
 pytestmark = pytest.mark.cluster
 

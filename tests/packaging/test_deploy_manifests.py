@@ -15,10 +15,10 @@ from typing import Any
 import click
 import pytest
 import yaml
-from manifests import REPO, deploy_webhook, main
 
 from controller.cli.run import command as run_command
 from controller.testbed.cluster import ControlPlane, Namespace
+from tests.packaging.manifests import REPO, deploy_webhook, main
 
 DEPLOY = REPO / "deploy"
 pytestmark = pytest.mark.cluster

@@ -14,11 +14,11 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from manifests import REPO
 
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.spec.webhook_config import CONFIG_WEBHOOK, RESOURCES_WEBHOOK, webhook_configuration
 from controller.testbed.cluster import ControlPlane, Namespace
+from tests.packaging.manifests import REPO
 
 CHART = REPO / "charts" / "haproxy-template-controller"
 

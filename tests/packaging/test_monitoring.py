@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from manifests import REPO
 
 from controller.observability.metrics import Metrics
+from tests.packaging.manifests import REPO
 
 FILES = REPO / "charts" / "haproxy-template-controller" / "files"
 ALERTS = FILES / "alerts.yaml"

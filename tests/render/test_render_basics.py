@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from render_kit import ingress, render, service, snapshot, spec, text
 
 from controller.diagnostics import Diagnostic, Location, Phase, Severity, make
 from controller.render import FileKind, RenderedOutput, Renderer
 from controller.spec import Output
+from tests.render.render_kit import ingress, render, service, snapshot, spec, text
 
 
 def test_outputs_are_named_by_key_and_deployed_by_kind() -> None:

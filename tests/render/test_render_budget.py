@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 import pytest
-from render_kit import quickstart_spec, render, spec
 
 from controller.diagnostics import Phase
 from controller.render import Renderer
@@ -15,6 +14,7 @@ from controller.render.budget import BudgetExceeded, Meter, current, metered_loo
 from controller.resources import Store
 from controller.spec.models import HAProxyTemplateConfigSpec, RenderSettings
 from controller.validation import Pipeline, ReportStatus
+from tests.render.render_kit import quickstart_spec, render, spec
 
 
 def budgeted(s: HAProxyTemplateConfigSpec, **limits: Any) -> HAProxyTemplateConfigSpec:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from render_kit import QUICKSTART
 
 from controller.cli import main
+from tests.render.render_kit import QUICKSTART
 
 
 def _run(*args: str) -> tuple[int, str, str]:

@@ -8,9 +8,9 @@ import pytest
 from jinja2 import StrictUndefined
 from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from render_kit import render, spec
 
 from controller.render import Renderer
+from tests.render.render_kit import render, spec
 
 CONTEXT: dict[str, Any] = {
     "path": "/api/",

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from render_kit import render, spec, text
 
 from controller.render.filters import FilterError, ready_endpoints
+from tests.render.render_kit import render, spec, text
 
 
 def eps(

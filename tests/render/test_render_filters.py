@@ -5,10 +5,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from haproxy_model import HOSTILE, config_args, map_entry
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from render_kit import render, spec, text
 
 from controller.render.filters import (
     FilterError,
@@ -20,6 +18,8 @@ from controller.render.filters import (
     map_value,
     sort_by,
 )
+from tests.render.haproxy_model import HOSTILE, config_args, map_entry
+from tests.render.render_kit import render, spec, text
 
 # Any text HAProxy could carry in one argument: everything but the line enders (and lone
 # surrogates, which are not text and cannot be written to a file at all).

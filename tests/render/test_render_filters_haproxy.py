@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from haproxy_model import HOSTILE
 
 from controller.render.filters import haproxy_arg, haproxy_quote
+from tests.render.haproxy_model import HOSTILE
 
 POOL = "ab Z09 \t'\"\\#$%{}[]()!;,|&<>=@:/.-_~`^*?\x0b\x0cé中"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from render_kit import render, spec
 
 from controller.render import FileEntry, FileKind, FileSet
+from tests.render.render_kit import render, spec
 
 
 def test_a_cycle_made_by_a_snippet_names_the_snippet() -> None:

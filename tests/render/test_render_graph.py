@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from jinja2 import Environment
-from render_kit import render, spec, text
 
 from controller.render import Renderer
 from controller.render.graph import DYNAMIC, references
+from tests.render.render_kit import render, spec, text
 
 
 def _refs(source: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
-from render_kit import render, spec, text
 
 from controller.render import Renderer
 from controller.render.grown import GrownList, grow, mark_shared
+from tests.render.render_kit import render, spec, text
 
 
 def rendered(template: str) -> str:

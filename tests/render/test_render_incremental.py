@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from render_kit import QUICKSTART
 
 from controller.render import Renderer, RenderResult
 from controller.resources import Store, collections_for
 from controller.spec.loader import load_config
 from controller.spec.models import HAProxyTemplateConfigSpec
+from tests.render.render_kit import QUICKSTART
 
 FEATURES: dict[str, Any] = {
     "watchedResources": {

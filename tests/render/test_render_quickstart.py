@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from render_kit import (
+
+from controller.cli.inputs import load_inputs, render_inputs
+from controller.cli.outdir import write_files
+from controller.render import Renderer, RenderResult
+from tests.render.render_kit import (
     QUICKSTART,
     endpoint_slice,
     ingress,
@@ -30,10 +34,6 @@ from render_kit import (
     snapshot,
     text,
 )
-
-from controller.cli.inputs import load_inputs, render_inputs
-from controller.cli.outdir import write_files
-from controller.render import Renderer, RenderResult
 
 GOLDEN = Path(__file__).parent / "golden" / "quickstart"
 
@@ -280,10 +280,7 @@ def test_requests_are_routed_like_kubernetes_says(
 
 @pytest.mark.slow
 def test_thousand_ingresses_render_within_budget() -> None:
-    import sys
-
-    sys.path.insert(0, str(QUICKSTART.parents[1] / "bench"))
-    import render as bench  # bench/render.py
+    from bench import render as bench
 
     result = bench.measure(1000, repeat=5)
     assert result["lines"] > 7000

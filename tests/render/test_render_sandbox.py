@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from render_kit import ingress, render, snapshot, spec
 
 from controller.diagnostics import Phase
 from controller.render import Renderer
+from tests.render.render_kit import ingress, render, snapshot, spec
 
 CASES = [
     # (template body on line 2, rule id, message fragment)

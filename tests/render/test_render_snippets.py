@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from render_kit import ingress, render, snapshot, spec, text
-
 from controller.render import Renderer
 from controller.resources import Snapshot
+from tests.render.render_kit import ingress, render, snapshot, spec, text
 
 LIBRARY = (
     "{% set names = resources.ingresses.list() | map(attribute='metadata.name') | list %}"

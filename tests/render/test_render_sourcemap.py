@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from render_kit import QUICKSTART, ingress, quickstart_spec, render, spec, text
-
 from controller.cli.inputs import load_inputs, render_inputs
 from controller.render import Renderer
+from tests.render.render_kit import QUICKSTART, ingress, quickstart_spec, render, spec, text
 
 MAIN = """\
 global
@@ -124,7 +123,7 @@ def test_quickstart_server_lines_point_at_the_server_line_of_the_template() -> N
 def test_map_is_the_same_for_an_output_rendered_twice() -> None:
     s = spec("{% for i in resources.ingresses.list() %}{{ i.metadata.name }}\n{% endfor %}")
     renderer = Renderer(s)
-    from render_kit import snapshot
+    from tests.render.render_kit import snapshot
 
     snap = snapshot(s, [("ingresses", ingress(f"i{n}", "h.test")) for n in range(3)])
     a, b = renderer.render(snap), renderer.render(snap)

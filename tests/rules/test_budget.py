@@ -11,7 +11,6 @@ import os
 import time
 
 import pytest
-from rules_helpers import MINIMAL_CFG, filled_store, make_spec, rule, ruled_render
 
 from controller.render import Renderer
 from controller.spec.models import HAProxyTemplateConfigSpec
@@ -26,6 +25,7 @@ from controller.validation.rules import (
 )
 from controller.validation.rules.budget import RunBudget, execute
 from controller.validation.rules.isolate import WorkerDeadline, WorkerFailed, run_isolated
+from tests.rules.rules_helpers import MINIMAL_CFG, filled_store, make_spec, rule, ruled_render
 
 NESTED = "self.lines.all(a, self.lines.all(b, a.size() + b.size() >= 0))"  # lines² iterations
 SLOW = "self.lines.map(l, l + '!').size() > 0"  # quadratic copying, few iterations

@@ -13,11 +13,10 @@ import os
 import time
 from pathlib import Path
 
-from rules_helpers import MINIMAL_CFG, filled_store, make_spec, rule
-
 from controller.diagnostics import Phase
 from controller.validation import Pipeline
 from controller.validation.rules import RuledRenderer
+from tests.rules.rules_helpers import MINIMAL_CFG, filled_store, make_spec, rule
 
 BIG_MAP = "{% for i in range(9000) %}k{{ i }} v\n{% endfor %}"
 SLOW = "self.lines.map(l, l + '!').size() > 0 && outputs['haproxy.cfg'].content != ''"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rules_helpers import make_spec, rule
 
 from controller.validation.rules import RuleSet
 from controller.validation.rules import classify as classify_module
@@ -11,6 +10,7 @@ from controller.validation.rules.cel import compiles_in, probe_env
 from controller.validation.rules.checked import DecodeError
 from controller.validation.rules.classify import analyse
 from controller.validation.rules.refs import ANY
+from tests.rules.rules_helpers import make_spec, rule
 
 NONE: frozenset[str] = frozenset()
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from rules_helpers import INGRESSES, make_spec, rule
-
 from controller.diagnostics import Location
 from controller.validation.rules import RuleSet
 from controller.validation.rules.cel import MAX_EXPRESSION_LENGTH
 from controller.validation.rules.compiled import PathKey
+from tests.rules.rules_helpers import INGRESSES, make_spec, rule
 
 
 def _ids(rs: RuleSet) -> list[tuple[str, str]]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, ingress, make_spec, rule
-
 from controller.diagnostics import Diagnostic, Phase, Severity, make
 from controller.render import Renderer
 from controller.spec.models import HAProxyTemplateConfigSpec
@@ -21,6 +19,7 @@ from controller.validation.rules import (
     evaluate_deferred,
     plan,
 )
+from tests.rules.rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, ingress, make_spec, rule
 
 FAIL_CLOSED = 'deferred validation references output "opt.map" which did not produce a value'
 

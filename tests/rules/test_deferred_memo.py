@@ -10,11 +10,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rules_helpers import INGRESSES, filled_store, ingress, make_spec, rule
 
 from controller.render import Renderer, RenderResult
 from controller.validation import StageContext
 from controller.validation.rules import RuleSet, RulesStage
+from tests.rules.rules_helpers import INGRESSES, filled_store, ingress, make_spec, rule
 
 CLASSES = {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass"}
 WATCHED: dict[str, dict[str, Any]] = {

@@ -7,10 +7,10 @@ import dataclasses
 from typing import Any
 
 import pytest
-from rules_helpers import INGRESSES, MINIMAL_CFG, ingress, make_spec, rule, ruled_render
 
 from controller.diagnostics import Severity
 from controller.validation.rules import Isolation, RuleSet, check_objects
+from tests.rules.rules_helpers import INGRESSES, MINIMAL_CFG, ingress, make_spec, rule, ruled_render
 
 CFG_USING_MAP = MINIMAL_CFG.replace(
     "    default_backend be\n",
@@ -171,9 +171,8 @@ def test_forked_and_in_process_evaluation_agree(isolation: Isolation) -> None:
 
 
 def test_unchanged_objects_are_not_judged_again() -> None:
-    from rules_helpers import filled_store
-
     from controller.validation.rules.inline import ObjectMemo
+    from tests.rules.rules_helpers import filled_store
 
     spec = make_spec(watched=WATCHED)
     rs = RuleSet.from_spec(spec)
@@ -194,12 +193,11 @@ def test_unchanged_objects_are_not_judged_again() -> None:
 
 
 def test_inline_counters_and_time_of_one_render() -> None:
-    from rules_helpers import filled_store
-
     from controller.render import Renderer
     from controller.validation import Pipeline
     from controller.validation.report import RuleCounters
     from controller.validation.rules import RuledRenderer
+    from tests.rules.rules_helpers import filled_store
 
     spec = make_spec(
         watched=WATCHED,
@@ -302,11 +300,10 @@ def test_objects_judged_beside_the_render_give_the_sequential_outcome(
     """Past a cheap batch's size, the objects are judged in a worker while the render runs
     with none blocked; the outcome must be what judging first, then rendering, gives —
     whether the speculative render is kept (all good) or redone (an object blocks)."""
-    from rules_helpers import filled_store
-
     from controller.render import Renderer
     from controller.validation.rules import RuledRenderer
     from controller.validation.rules.budget import MAX_CHEAP_EVALUATIONS
+    from tests.rules.rules_helpers import filled_store
 
     objs = [ingress(f"i{k:03}", f"h{k}.local") for k in range(250)]
     assert len(objs) > MAX_CHEAP_EVALUATIONS
@@ -360,10 +357,9 @@ def test_beside_the_render_the_rules_share_one_budget_as_if_judged_first(
     """Kept, the render's budget ends up charged with the objects' time too; redone, the
     second render starts from what the objects left — never from what the discarded render
     already spent on output rules."""
-    from rules_helpers import filled_store
-
     import controller.validation.rules.render as ruled
     from controller.render import Renderer
+    from tests.rules.rules_helpers import filled_store
 
     hooks: list[Any] = []
     real_hook = ruled.InlineRules

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rules_helpers import make_spec, rule, ruled_render
 
 from controller.validation.rules import Isolation, RuleSet
 from controller.validation.rules.budget import is_cheap
 from controller.validation.rules.cel import EvalError, compile_expression, evaluate
 from controller.validation.rules.isolate import run_isolated
+from tests.rules.rules_helpers import make_spec, rule, ruled_render
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "config.yaml"
 

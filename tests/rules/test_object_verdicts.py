@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 import pytest
-from rules_helpers import INGRESSES, filled_store, ingress, make_spec, rule
 
 from controller.validation.rules import Isolation, RuleSet, RunBudget, check_objects
 from controller.validation.rules.cel import to_cel
@@ -20,6 +19,7 @@ from controller.validation.rules.inline import (
     judge_many,
 )
 from controller.validation.rules.isolate import Usage, WorkerDeadline, run_isolated
+from tests.rules.rules_helpers import INGRESSES, filled_store, ingress, make_spec, rule
 
 RULES = [
     rule("dns", "self.spec.rules.all(r, r.host.matches('^[a-z0-9.-]+$'))", message="bad host"),

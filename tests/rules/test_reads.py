@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from rules_helpers import make_spec
-
 from controller.render import Renderer
 from controller.validation.rules.reads import ANY_COLLECTION, collections_read, readers_of
+from tests.rules.rules_helpers import make_spec
 
 
 def test_constant_references_through_templates_whens_and_snippets() -> None:

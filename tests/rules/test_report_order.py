@@ -17,18 +17,17 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import sys
-sys.path.insert(0, {here!r})
-from test_report_order import report_of
+from tests.rules.test_report_order import report_of
 print(report_of(sys.argv[1]))
 """
 
 
 def _spec():  # type: ignore[no-untyped-def]
-    from rules_helpers import make_spec, rule
+    from tests.rules.rules_helpers import make_spec, rule
 
     def m(expr: str, severity: str = "warning") -> dict[str, object]:
         return {"template": "k v\n", "validate": {"rules": [rule("r", expr, severity=severity)]}}
@@ -48,10 +47,9 @@ def _spec():  # type: ignore[no-untyped-def]
 
 
 def report_of(binary: str) -> str:
-    from rules_helpers import filled_store
-
     from controller.validation import Pipeline
     from controller.validation.rules import RuledRenderer
+    from tests.rules.rules_helpers import filled_store
 
     spec = _spec()
     render = RuledRenderer.from_spec(spec).render(filled_store(spec).snapshot())
@@ -81,12 +79,12 @@ def test_root_causes_come_first_in_the_final_report(haproxy_bin: str) -> None:
 def test_the_report_is_identical_over_20_processes_with_varied_hash_seeds(
     haproxy_bin: str,
 ) -> None:
-    script = SCRIPT.format(here=str(HERE))
     seen: set[str] = set()
     for seed in range(20):
         env = {**os.environ, "PYTHONHASHSEED": str(seed * 7919 + 1)}
         done = subprocess.run(
-            [sys.executable, "-c", script, haproxy_bin],
+            [sys.executable, "-c", SCRIPT, haproxy_bin],
+            cwd=ROOT,  # -c puts the working directory first on sys.path
             capture_output=True,
             text=True,
             env=env,

@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, ingress, make_spec, rule
 
 from controller.diagnostics import Phase
 from controller.render import Renderer
@@ -14,6 +13,7 @@ from controller.spec.models import ExternalValidator, HAProxyTemplateConfigSpec
 from controller.validation import Pipeline, ValidationReport
 from controller.validation.report import ReportStatus, RuleCounters
 from controller.validation.rules import RuledRenderer, RuleSet, rules_stage
+from tests.rules.rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, ingress, make_spec, rule
 
 
 def validate(

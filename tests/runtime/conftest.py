@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 from aiohttp import web
-from e2e_helpers import QUICKSTART, Running, Site, free_port, local_options
 
 from controller.local.app import LocalApp
 from controller.observability.metrics import Metrics
+from tests.runtime.e2e_helpers import QUICKSTART, Running, Site, free_port, local_options
 
 
 @pytest.fixture

@@ -13,10 +13,18 @@ from pathlib import Path
 import pytest
 import structlog
 from click.testing import CliRunner
-from e2e_helpers import Site, child, free_port, get, ingress_doc, interrupt, read_until
 
 from controller.cli.local import command
 from controller.deploy.supervisor import PARENT_DEATH_SIGNAL
+from tests.runtime.e2e_helpers import (
+    Site,
+    child,
+    free_port,
+    get,
+    ingress_doc,
+    interrupt,
+    read_until,
+)
 
 
 def haproxy_processes(marker: str) -> list[int]:

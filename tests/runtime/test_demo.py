@@ -8,7 +8,7 @@ import re
 import socket
 import sys
 
-from e2e_helpers import child, free_port, get, interrupt, read_until
+from tests.runtime.e2e_helpers import child, free_port, get, interrupt, read_until
 
 DEMO = (sys.executable, "-m", "controller.demo", "--free-ports")
 

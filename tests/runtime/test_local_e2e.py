@@ -8,7 +8,7 @@ import re
 import signal
 import time
 
-from e2e_helpers import Running
+from tests.runtime.e2e_helpers import Running
 
 
 async def test_requests_reach_the_right_backend_per_host_and_path(running: Running) -> None:

@@ -12,10 +12,10 @@ import socket
 from pathlib import Path
 
 import aiohttp
-from e2e_helpers import Site, local_options
 
 from controller.local.app import LocalApp
 from controller.observability.metrics import Metrics
+from tests.runtime.e2e_helpers import Site, local_options
 
 
 async def test_a_start_refused_for_a_taken_port_is_retried(

@@ -14,14 +14,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import Site, local_options
-
 from controller.local.app import LocalApp
 from controller.observability.metrics import Metrics
 from controller.render import RenderResult
 from controller.resources import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.triggers import Engine, default_engine
+from tests.runtime.e2e_helpers import Site, local_options
 
 
 class Held:

@@ -11,11 +11,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from spec_apiserver import admit, compile_rule
 
 from controller.cli.crd import crd_paths
 from controller.spec import generate_crd, openapi_schema, parse_config, read_documents
 from controller.spec.crd import render_crd_yaml
+from tests.spec.spec_apiserver import admit, compile_rule
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"

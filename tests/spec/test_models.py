@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
-from spec_apiserver import admit
 
 from controller.spec import HAProxyTemplateConfig, load_config
 from controller.spec.crd import prune_nulls, structural_schema
@@ -24,6 +23,7 @@ from controller.spec.models import (
     format_duration,
     parse_duration,
 )
+from tests.spec.spec_apiserver import admit
 
 DATA = Path(__file__).parent / "data"
 MODELS = list(_reachable(HAProxyTemplateConfig))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spec_apiserver import admit
 
 from controller.render.fileset import check_name
 from controller.spec import load_config, openapi_schema, parse_config
@@ -21,6 +20,7 @@ from controller.spec.names import (
     check_output_name,
     field_selector_error,
 )
+from tests.spec.spec_apiserver import admit
 
 SCHEMA = openapi_schema()
 

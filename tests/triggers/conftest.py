@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from trigger_kit import WATCHED, RecordingTarget, factory, spec
 
 from controller.observability.metrics import Metrics
 from controller.publish import Event, Publisher
 from controller.resources import Store
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.triggers.reconcile import ReconcileTrigger
+from tests.triggers.trigger_kit import WATCHED, RecordingTarget, factory, spec
 
 
 @pytest.fixture

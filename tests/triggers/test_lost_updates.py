@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-from trigger_kit import Gate, gated_factory, ingress, spec
-
 from controller.diagnostics import Phase, make
 from controller.render import RenderResult
 from controller.resources import Store, StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.triggers.reconcile import Engine
+from tests.triggers.trigger_kit import Gate, gated_factory, ingress, spec
 
 FAST = {"debounce": "10ms", "min_interval": "10ms"}
 

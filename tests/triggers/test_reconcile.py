@@ -11,7 +11,6 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from trigger_kit import factory, ingress, spec
 
 from controller.diagnostics import Phase, make
 from controller.publish import Event, EventKind
@@ -21,6 +20,7 @@ from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
 from controller.testing import ManualClock
 from controller.triggers.reconcile import Engine
 from controller.validation import Pipeline
+from tests.triggers.trigger_kit import factory, ingress, spec
 
 
 async def test_startup_renders_everything_loaded_before_it(make_trigger, store: Store) -> None:

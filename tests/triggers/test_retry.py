@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-from trigger_kit import FlakyTarget, ingress, spec
 
 from controller.publish import Event, EventKind
 from controller.resources import Store
 from controller.testing import ManualClock
+from tests.triggers.trigger_kit import FlakyTarget, ingress, spec
 
 FAST = {"debounce": "10ms", "min_interval": "10ms"}
 

@@ -118,10 +118,6 @@ def test_loop_target_at_2000_ingresses_prints_at_most_15_lines(
 ) -> None:
     """Issue 19's measure: the quickstart with one misspelt keyword in its backend loop,
     2,000 Ingresses (12,265 lines of text before one finding per cause)."""
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root))
     from bench.pipeline import endpoint_slice, ingress, service
 
     n = 2000

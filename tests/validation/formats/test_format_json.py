@@ -8,12 +8,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from formats_kit import Says, finding, report_with, typical
 
 from controller.diagnostics import Phase
 from controller.validation import ValidationReport, format_report
 from controller.validation.formats.json_report import report_json_schema, schema_text
 from controller.validation.report import BudgetExhaustion
+from tests.validation.formats.formats_kit import Says, finding, report_with, typical
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "docs" / "report.schema.json"
 

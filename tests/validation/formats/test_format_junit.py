@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-from formats_kit import Says, finding, report_with, typical
 
 from controller.diagnostics import Phase
 from controller.validation import format_report
 from controller.validation.report import BudgetExhaustion
+from tests.validation.formats.formats_kit import Says, finding, report_with, typical
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).resolve().parents[3] / "docs" / "report.junit.xsd")
 

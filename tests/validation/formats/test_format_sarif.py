@@ -11,10 +11,10 @@ import json
 from typing import Any
 
 import jsonschema
-from formats_kit import Says, finding, report_with, typical
 
 from controller.diagnostics import RULES, Phase
 from controller.validation import format_report
+from tests.validation.formats.formats_kit import Says, finding, report_with, typical
 
 
 def names(text: str) -> list[str]:

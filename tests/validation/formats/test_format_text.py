@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from formats_kit import CFG, Says, finding, report_with, sample_render, typical
-
 from controller.diagnostics import Phase
 from controller.validation import Pipeline, ValidationOptions, format_report
+from tests.validation.formats.formats_kit import (
+    CFG,
+    Says,
+    finding,
+    report_with,
+    sample_render,
+    typical,
+)
 
 
 def block_of(text: str, rule: str) -> list[str]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from formats_kit import Says, finding, report_with
 
 from controller.diagnostics import ObjectRef, Phase, TemplateLocation
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.validation import format_report
+from tests.validation.formats.formats_kit import Says, finding, report_with
 
 EVIL = "option bogus\x1b]0;PWNED\x07\x1b[31mRED"
 LINE = "    " + EVIL

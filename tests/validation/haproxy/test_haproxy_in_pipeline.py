@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from haproxy_kit import VALID, render
 
 from controller.render import FileEntry, FileKind
 from controller.spec.models import ExternalValidator
@@ -15,6 +14,7 @@ from controller.validation.external import ExternalStage
 from controller.validation.haproxy import HaproxyBinary, HaproxyStage
 from controller.validation.pipeline import Pipeline
 from controller.validation.report import ReportStatus
+from tests.validation.haproxy.haproxy_kit import VALID, render
 
 pytestmark = pytest.mark.haproxy
 

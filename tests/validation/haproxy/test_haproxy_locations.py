@@ -5,10 +5,10 @@ test_haproxy_messages.py)."""
 from __future__ import annotations
 
 import pytest
-from haproxy_kit import check, render
 
 from controller.render import FileEntry, FileKind
 from controller.validation.haproxy.sandboxed import sandbox_note
+from tests.validation.haproxy.haproxy_kit import check, render
 
 BASE = """\
 global

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from haproxy_kit import VALID, check, errors, ids, large_config, render
 
 from controller.diagnostics import Phase
 from controller.render import FileEntry, FileKind
 from controller.validation.haproxy import HaproxyBinary, HaproxyStage
 from controller.validation.sandbox import Limits, SandboxPolicy
 from controller.validation.stage import StageContext
+from tests.validation.haproxy.haproxy_kit import VALID, check, errors, ids, large_config, render
 
 pytestmark = pytest.mark.haproxy
 

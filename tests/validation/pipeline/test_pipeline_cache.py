@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pipeline_kit import ALL, CFG, at, render_of, stages
 
 from controller.diagnostics import Phase, TemplateLocation
 from controller.validation import Pipeline, ValidationOptions, VerdictCache
 from controller.validation.cache import SingleFlight, StageRun
 from controller.validation.report import BudgetExhaustion
+from tests.validation.pipeline.pipeline_kit import ALL, CFG, at, render_of, stages
 
 
 def cached_pipeline(st, cache: VerdictCache | None = None) -> Pipeline:  # type: ignore[no-untyped-def]
@@ -70,7 +70,7 @@ async def test_budget_exhaustion_is_never_cached() -> None:
 
 
 async def test_render_failure_is_not_cached_and_runs_nothing() -> None:
-    from pipeline_kit import registered
+    from tests.validation.pipeline.pipeline_kit import registered
 
     cache = VerdictCache()
     p = cached_pipeline(stages(*ALL), cache)

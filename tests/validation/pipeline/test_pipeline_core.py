@@ -7,7 +7,6 @@ import asyncio
 import gc
 
 import pytest
-from pipeline_kit import ALL, CFG, FakeStage, at, registered, render_of, stages
 
 from controller.diagnostics import Phase, Severity, TemplateLocation
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
@@ -20,6 +19,15 @@ from controller.validation import (
 )
 from controller.validation.report import BudgetExhaustion
 from controller.validation.stage import StageContext, StageOutcome
+from tests.validation.pipeline.pipeline_kit import (
+    ALL,
+    CFG,
+    FakeStage,
+    at,
+    registered,
+    render_of,
+    stages,
+)
 
 
 def pipeline(st: list[FakeStage], **kw: object) -> Pipeline:

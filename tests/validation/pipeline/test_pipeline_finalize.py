@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from pipeline_kit import at
 
 from controller.diagnostics import Phase, Severity
 from controller.spec.models import ValidationSettings
 from controller.validation import InvalidFilterError, InvalidOptionError, ValidationOptions
 from controller.validation.finalize import blocking, finalize, is_protected
 from controller.validation.options import parse_matcher
+from tests.validation.pipeline.pipeline_kit import at
 
 
 def ids(diags) -> list[str]:  # type: ignore[no-untyped-def]

@@ -21,10 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_kit import FakeStage, at, render_of
 from structlog.processors import format_exc_info
 from structlog.testing import capture_logs
-from test_pipeline_real import GOOD, HOSTS, quickstart_render, real
 
 from controller.diagnostics import Phase
 from controller.render import FileEntry, FileKind
@@ -40,6 +38,8 @@ from controller.validation import (
 )
 from controller.validation.report import BudgetExhaustion
 from controller.validation.sandbox import max_concurrency
+from tests.validation.pipeline.pipeline_kit import FakeStage, at, render_of
+from tests.validation.pipeline.test_pipeline_real import GOOD, HOSTS, quickstart_render, real
 
 PHASES = (Phase.SYNTAX, Phase.SCHEMA, Phase.HAPROXY, Phase.RULES, Phase.EXTERNAL)
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from pipeline_kit import render_of
 
 from controller.diagnostics import RULES, Phase, TemplateLocation
 from controller.render import FileEntry, FileKind, RenderResult
@@ -21,6 +20,7 @@ from controller.resources import Store, collections_for, load_manifests
 from controller.spec.loader import load_config
 from controller.spec.models import ValidationSettings
 from controller.validation import Pipeline, PipelineSetupError, ReportStatus, format_report
+from tests.validation.pipeline.pipeline_kit import render_of
 
 GOOD = """\
 global

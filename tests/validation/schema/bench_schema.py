@@ -1,4 +1,4 @@
-"""Timing of the schema stage on a generated configuration (run: python tests/.../bench_schema.py).
+"""Timing of the schema stage on a generated configuration (run: python -m tests.validation.schema.bench_schema).
 
 1,000 backends x 5 servers (about the quickstart example at 1,000 Ingresses). Prints one JSON
 object: parse time (the syntax stage's parser, for scale), first run (compiles validators),

@@ -12,9 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from schema_helpers import Case, family_features_ok, proxy_placements, sections_of
-
 from controller.validation.schema.catalog import Family, KeywordSpec
+from tests.validation.schema.schema_helpers import (
+    Case,
+    family_features_ok,
+    proxy_placements,
+    sections_of,
+)
 
 _DIGITS = re.compile(r"^\d+$")
 OPTION_LINES = (

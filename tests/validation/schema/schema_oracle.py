@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from schema_helpers import Case, render_cases, run_haproxy
+from tests.validation.schema.schema_helpers import Case, render_cases, run_haproxy
 
 #: Lines per run: HAProxy gives up after 50 fatal errors, and small files parse fast.
 GROUP = 40

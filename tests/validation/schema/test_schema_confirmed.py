@@ -14,7 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from schema_helpers import (
+
+from controller.validation.schema import SchemaEngine
+from controller.validation.schema.catalog import PROXY_SECTIONS, Family, KeywordSpec, catalog
+from controller.validation.schema.engine import _Node, _trie
+from tests.validation.schema.schema_helpers import (
     Case,
     family_of,
     features_of,
@@ -22,12 +26,8 @@ from schema_helpers import (
     proxy_placements,
     sections_of,
 )
-from schema_oracle import accepted
-from test_schema_haproxy_examples import _option_cases
-
-from controller.validation.schema import SchemaEngine
-from controller.validation.schema.catalog import PROXY_SECTIONS, Family, KeywordSpec, catalog
-from controller.validation.schema.engine import _Node, _trie
+from tests.validation.schema.schema_oracle import accepted
+from tests.validation.schema.test_schema_haproxy_examples import _option_cases
 
 FAMILIES = [f for f in catalog() if f.name in ("2.6", "2.8")]
 

@@ -19,15 +19,21 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from schema_helpers import Case, family_of, features_of, parse_cfg, render_cases
-from schema_kitchen import KINDS, kitchens
-from schema_mutations import mutations
-from schema_oracle import accepted
-from syntax_kit import load_cases, run_stage
-from syntax_kit import run_haproxy as run_in_deploy_dir
 
 from controller.diagnostics import Diagnostic
 from controller.validation.schema import SchemaEngine, SchemaStage
+from tests.validation.schema.schema_helpers import (
+    Case,
+    family_of,
+    features_of,
+    parse_cfg,
+    render_cases,
+)
+from tests.validation.schema.schema_kitchen import KINDS, kitchens
+from tests.validation.schema.schema_mutations import mutations
+from tests.validation.schema.schema_oracle import accepted
+from tests.validation.syntax.syntax_kit import load_cases, run_stage
+from tests.validation.syntax.syntax_kit import run_haproxy as run_in_deploy_dir
 
 pytestmark = pytest.mark.haproxy
 

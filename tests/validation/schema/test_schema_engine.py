@@ -159,7 +159,7 @@ def test_values_with_environment_expansion_are_not_judged(cfg: Parse) -> None:
 
 
 def test_template_location_comes_from_the_source_map(cfg: Parse) -> None:
-    from schema_helpers import render_result
+    from tests.validation.schema.schema_helpers import render_result
 
     text = "global\n    maxconm 1\n"
     smap = render_result(text).source_map
@@ -169,9 +169,8 @@ def test_template_location_comes_from_the_source_map(cfg: Parse) -> None:
 
 
 def test_undescribed_section_is_informational() -> None:
-    from schema_helpers import token_section
-
     from controller.validation.syntax import ParsedConfig
+    from tests.validation.schema.schema_helpers import token_section
 
     section = token_section("mystery", "x", ["whatever 1"])
     engine = SchemaEngine("2.8")

@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from schema_helpers import (
+
+from controller.validation.schema.catalog import Family, OptionEntry
+from tests.validation.schema.schema_helpers import (
     Case,
     check_alerts,
     check_cases,
@@ -22,8 +24,6 @@ from schema_helpers import (
     proxy_placements,
     sections_of,
 )
-
-from controller.validation.schema.catalog import Family, OptionEntry
 
 pytestmark = pytest.mark.haproxy
 

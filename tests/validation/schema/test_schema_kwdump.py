@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-from schema_helpers import family_of
 
 from controller.validation.schema.kwdump import (
     KeywordDump,
@@ -16,6 +15,7 @@ from controller.validation.schema.kwdump import (
     parse_dump,
     run_dump,
 )
+from tests.validation.schema.schema_helpers import family_of
 
 pytestmark = pytest.mark.haproxy
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from bench_schema import generate
 
 from controller.validation.schema import SchemaEngine
 from controller.validation.syntax import parse
+from tests.validation.schema.bench_schema import generate
 
 
 @pytest.mark.slow

@@ -3,11 +3,10 @@ with rendered and template locations out."""
 
 from __future__ import annotations
 
-from schema_helpers import parse_cfg, render_result
-
 from controller.diagnostics import Phase
 from controller.validation.schema import SchemaStage
 from controller.validation.stage import Stage, StageContext
+from tests.validation.schema.schema_helpers import parse_cfg, render_result
 
 TEXT = "global\n    maxconm 100\nbackend b\n    server s 127.0.0.1:80 weight 999\n"
 

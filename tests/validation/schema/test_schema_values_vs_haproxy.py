@@ -7,9 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from schema_helpers import Case, check_alerts, family_of, parse_cfg, render_cases, run_haproxy
 
 from controller.validation.schema import SchemaEngine
+from tests.validation.schema.schema_helpers import (
+    Case,
+    check_alerts,
+    family_of,
+    parse_cfg,
+    render_cases,
+    run_haproxy,
+)
 
 pytestmark = pytest.mark.haproxy
 

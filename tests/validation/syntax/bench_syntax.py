@@ -1,4 +1,4 @@
-"""Measure the parser on a benchmark-sized config: ``python tests/validation/syntax/bench_syntax.py``.
+"""Measure the parser on a benchmark-sized config: ``python -m tests.validation.syntax.bench_syntax``.
 
 1,000 backends x 5 servers (about 7,000 lines, the size of the 1,000-Ingress benchmark).
 Cold = a text never seen, all caches emptied (median of 7; the very first parse in a fresh
@@ -11,11 +11,7 @@ line and is shifted, not re-read), to the first or last backend, or an address c
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from controller.validation.syntax import parse
 from controller.validation.syntax import parser as parser_module

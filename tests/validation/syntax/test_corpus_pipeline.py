@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from syntax_kit import Case, binary_version, fileset, load_cases
-
 from controller.render import RenderResult
 from controller.spec.models import ValidationSettings
 from controller.validation import Pipeline
 from controller.validation.syntax import ALLOW_NAMES
+from tests.validation.syntax.syntax_kit import Case, binary_version, fileset, load_cases
 
 CASES = load_cases()
 #: Accepted by the binary in a writable directory, refused in the sandbox on purpose.

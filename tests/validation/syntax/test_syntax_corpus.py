@@ -12,7 +12,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from syntax_kit import (
+
+from tests.validation.syntax.syntax_kit import (
     Case,
     Matrix,
     binary_version,

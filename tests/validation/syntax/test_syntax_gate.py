@@ -20,8 +20,6 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from syntax_kit import fileset as corpus_fileset
-from syntax_kit import load_cases
 
 from controller.diagnostics import Diagnostic
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
@@ -38,6 +36,8 @@ from controller.validation.syntax import (
 )
 from controller.validation.syntax.gate import lean_gate, lean_reading
 from controller.validation.syntax.stage import _for_any_version
+from tests.validation.syntax.syntax_kit import fileset as corpus_fileset
+from tests.validation.syntax.syntax_kit import load_cases
 
 DENIED = sorted(
     n for n, d in DENIED_DIRECTIVES.items() if d.where != "any token with a variable reference"

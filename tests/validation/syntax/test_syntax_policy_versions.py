@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from syntax_kit import binary_version, errors, run_haproxy, run_stage
 
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.validation.schema import SchemaStage
 from controller.validation.stage import StageContext
 from controller.validation.syntax import parse
 from controller.validation.syntax.stage import _for_any_version
+from tests.validation.syntax.syntax_kit import binary_version, errors, run_haproxy, run_stage
 
 TAIL = """\
 defaults

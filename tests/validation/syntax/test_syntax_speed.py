@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from bench_syntax import config
 
 from controller.validation.syntax import parse
 from controller.validation.syntax import parser as parser_module
+from tests.validation.syntax.bench_syntax import config
 
 
 def test_warm_result_equals_cold_result() -> None:
