@@ -233,3 +233,38 @@ def condition(kube: Namespace, type_: str) -> dict[str, Any]:
 def events(kube: Namespace) -> list[dict[str, Any]]:
     out = kube.plane.kubectl("get", "events.v1.events.k8s.io", "-n", kube.name, "-o", "json").stdout
     return list(json.loads(out)["items"])
+
+
+def register(kube: Namespace, config: Path, port: int, ca: Path, name: str, policy: str) -> None:
+    """Register the webhook of an ``htc run`` on loopback ``port`` with ``htc webhook-config``
+    (the generator the chart uses), confined to ``kube``'s namespace."""
+    out = subprocess.run(
+        [HTC, "webhook-config", str(config), "--url", f"https://127.0.0.1:{port}",
+         "--ca-file", str(ca), "--name", name, "--failure-policy", policy],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    doc = yaml.safe_load(out)
+    # Both entries (collections, config) confined to this test's namespace, so that no other
+    # test ever calls them.
+    for entry in doc["webhooks"]:
+        entry["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": kube.name}}
+    kube.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+
+
+def with_blocklist(spec: dict[str, Any], url: str, **source: Any) -> None:
+    """An HTTP source ``blocklist`` at ``url`` written into haproxy.cfg as ``# deny <ip>`` lines,
+    and an output rule that refuses ``0.0.0.0`` (so "invalid content" does not depend on what
+    the library accepts)."""
+    spec["httpSources"] = {
+        "blocklist": {"url": url, "refreshInterval": "1s", "timeout": "2s", **source}
+    }
+    spec["haproxyConfig"]["template"] += (
+        "\n{% for ip in http['blocklist'].split() %}# deny {{ ip | haproxy_arg }}\n{% endfor %}"
+    )
+    spec["haproxyConfig"].setdefault("validate", {}).setdefault("rules", []).append(
+        {
+            "name": "never-block-everything",
+            "expression": "!self.content.contains('# deny 0.0.0.0')",
+            "message": "the block list must not block every address",
+        }
+    )

@@ -35,6 +35,7 @@ from tests.operator.operator_kit import (
     events,
     free_port,
     ingress,
+    register,
     start_run,
 )
 
@@ -109,20 +110,6 @@ class Webhook:
         return self.kube.plane.kubectl(
             "apply", "-n", self.kube.name, *args, "-f", "-", input=manifest, check=False
         )
-
-
-def register(kube: Namespace, config: Path, port: int, ca: Path, name: str, policy: str) -> None:
-    out = subprocess.run(
-        [HTC, "webhook-config", str(config), "--url", f"https://127.0.0.1:{port}",
-         "--ca-file", str(ca), "--name", name, "--failure-policy", policy],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    doc = yaml.safe_load(out)
-    # Both entries (collections, config) confined to this test's namespace, so that no other
-    # test ever calls them.
-    for entry in doc["webhooks"]:
-        entry["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": kube.name}}
-    kube.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,6 +23,7 @@ from controller.testbed.cluster import Namespace
 from tests.operator.operator_kit import (
     Run,
     backend_manifests,
+    condition,
     config_doc,
     config_status,
     events,
@@ -29,6 +31,7 @@ from tests.operator.operator_kit import (
     free_port,
     ingress,
     start_run,
+    with_blocklist,
 )
 
 pytestmark = pytest.mark.cluster
@@ -37,11 +40,13 @@ NOBODY = "10.244.200.204"
 
 
 class Source:
-    """The remote list: content, ETag, and a count of what was served."""
+    """The remote list: content, ETag, and a count of what was served; ``status`` other than
+    200 makes it fail."""
 
     def __init__(self, etag: bool) -> None:
         self.etag = etag
         self.body = "10.0.0.1\n"
+        self.status = 200
         self.not_modified = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -55,6 +60,11 @@ class Source:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if source.status != 200:
+                    self.send_response(source.status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = source.body.encode()
                 etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
                 if source.etag and self.headers.get("If-None-Match") == etag:
@@ -97,28 +107,22 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def apply_config(kube: Namespace, source: Source, listen: int, **extra: object) -> None:
+    """The quickstart with the block list in haproxy.cfg and a rule refusing 0.0.0.0, and
+    one Ingress to a Service."""
+    doc = config_doc(kube.name, listen)
+    spec = doc["spec"]
+    with_blocklist(spec, source.url, **extra)
+    kube.apply(yaml.safe_dump(doc))
+    kube.apply(backend_manifests(kube.name, "web", NOBODY))
+    kube.apply(ingress(kube.name, "web", "web.test", "web"))
+
+
 def test_a_refresh_is_validated_before_it_is_used(
     kube: Namespace, source: Source, tmp_path: Path
 ) -> None:
     listen = free_port()
-    doc = config_doc(kube.name, listen)
-    spec = doc["spec"]
-    spec["httpSources"] = {
-        "blocklist": {"url": source.url, "refreshInterval": "1s", "timeout": "2s"}
-    }
-    spec["haproxyConfig"]["template"] += (
-        "\n{% for ip in http['blocklist'].split() %}# deny {{ ip | haproxy_arg }}\n{% endfor %}"
-    )
-    spec["haproxyConfig"].setdefault("validate", {}).setdefault("rules", []).append(
-        {
-            "name": "never-block-everything",
-            "expression": "!self.content.contains('# deny 0.0.0.0')",
-            "message": "the block list must not block every address",
-        }
-    )
-    kube.apply(yaml.safe_dump(doc))
-    kube.apply(backend_manifests(kube.name, "web", NOBODY))
-    kube.apply(ingress(kube.name, "web", "web.test", "web"))
+    apply_config(kube, source, listen)
     work = tmp_path / "run"
     run = start_run(kube, "/usr/sbin/haproxy", work, listen=listen)
     try:
@@ -166,3 +170,36 @@ def test_a_refresh_is_validated_before_it_is_used(
     finally:
         run.stop()
     assert any("HTTP source content promoted" in line for line in run.errors)
+
+
+@pytest.mark.parametrize("source", [True], indirect=True, ids=["etag"])
+def test_a_critical_source_down_at_start_holds_the_first_render(
+    kube: Namespace, source: Source, tmp_path: Path
+) -> None:
+    source.status = 503
+    listen = free_port()
+    apply_config(kube, source, listen, critical=True)
+    work = tmp_path / "run"
+    run = start_run(kube, "/usr/sbin/haproxy", work, listen=listen)
+
+    def ready() -> dict[str, Any]:
+        return condition(kube, "Ready")
+
+    try:
+        eventually(lambda: ready().get("reason") == "WaitingForHTTPSources", "Ready says why")
+        assert ready()["status"] == "False"
+        assert "critical HTTP source(s) blocklist" in ready()["message"]
+        assert f"HTTP 503 from {source.url}" in ready()["message"]
+        assert config_status(kube)["httpSources"][0]["lastError"] == f"HTTP 503 from {source.url}"
+        eventually(
+            lambda: any(e.get("reason") == "HTTPSourceUnavailable"
+                        and "blocklist" in e.get("note", "") for e in events(kube)),
+            "a Warning Event naming the source",
+        )  # fmt: skip
+        assert deployed(work) == "" and run.readyz() != 200
+        source.status = 200
+        run.wait_serving()
+        eventually(lambda: "# deny 10.0.0.1" in deployed(work), "the list deployed")
+        eventually(lambda: ready().get("status") == "True", "Ready once it serves")
+    finally:
+        run.stop()
