@@ -8,7 +8,6 @@ config equal to their sources. On the real control plane: install, upgrade, unin
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -18,9 +17,8 @@ import yaml
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.spec.webhook_config import CONFIG_WEBHOOK, RESOURCES_WEBHOOK, webhook_configuration
 from controller.testbed.cluster import ControlPlane, Namespace
+from tests.packaging.chart_kit import CHART, Release, render
 from tests.packaging.manifests import REPO
-
-CHART = REPO / "charts" / "haproxy-template-controller"
 
 ADMISSION_SPEC: dict[str, Any] = yaml.safe_load((CHART / "files" / "config.yaml").read_text())[
     "spec"
@@ -56,17 +54,6 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "replicaCount": 1,
     },
 }
-
-
-def render(
-    values: dict[str, Any], namespace: str = "htc", name: str = "rel"
-) -> list[dict[str, Any]]:
-    chart = helm.Chart.load(CHART)
-    out = chart.render(values, name=name, namespace=namespace, is_install=True)
-    docs: list[dict[str, Any]] = []
-    for text in out.values():
-        docs += [d for d in yaml.safe_load_all(text) if d]
-    return docs
 
 
 def kinds(docs: list[dict[str, Any]]) -> set[str]:
@@ -167,14 +154,9 @@ def _get(plane: ControlPlane, *args: str) -> dict[str, Any]:
 
 @pytest.mark.cluster
 def test_install_upgrade_uninstall(control_plane: ControlPlane, kube: Namespace) -> None:
-    release = f"htc-{kube.name}"
-    full = f"{release}-haproxy-template-controller"
-    config = helm.Config(kubeconfig_path=Path(str(control_plane.kubeconfig)), namespace=kube.name)
-    # Ignore: no kubelet runs the pods, and other tests share this API server.
-    values: dict[str, Any] = {
-        "webhook": {"failurePolicy": "Ignore"},
-        "ingressClass": {"name": f"haproxy-{kube.name}"},
-    }
+    rel = Release(control_plane, kube.name)
+    release, full, config = rel.name, rel.full, rel.config
+    values = rel.values()
     try:
         installed = config.install(CHART, release, values, namespace=kube.name, timeout=120)
         assert installed["status"] == "deployed" and installed["revision"] == 1, installed

@@ -12,6 +12,31 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end -}}
 
+{{/* The HAProxy pods of the fleet topology: what `htc run --haproxy-selector` finds. */}}
+{{- define "htc.haproxySelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: haproxy
+{{- end -}}
+
+{{- define "htc.haproxySelector" -}}
+{{- $parts := list -}}
+{{- range $k, $v := (include "htc.haproxySelectorLabels" . | fromYaml) -}}
+{{- $parts = append $parts (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end -}}
+
+{{/* Where HAProxy serves traffic: the controller pods (embedded) or the HAProxy pods (fleet). */}}
+{{- define "htc.trafficSelectorLabels" -}}
+{{- if eq .Values.topology "fleet" -}}{{ include "htc.haproxySelectorLabels" . }}{{- else -}}{{ include "htc.selectorLabels" . }}{{- end -}}
+{{- end -}}
+
+{{/* The Secret with the Data Plane API's username and password (keys username, password). */}}
+{{- define "htc.dataplaneSecret" -}}
+{{- .Values.fleet.credentials.existingSecret | default (printf "%s-dataplane" (include "htc.fullname" .)) -}}
+{{- end -}}
+
 {{- define "htc.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -44,4 +69,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- else -}}
 {{- printf "%ss" $l -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Every container: restricted Pod Security, read-only root, writes only to its volumes. */}}
+{{- define "htc.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities: {drop: [ALL]}
 {{- end -}}
