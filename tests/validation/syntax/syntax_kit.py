@@ -142,6 +142,8 @@ def _tls_material() -> dict[str, bytes]:
     return {
         "certs/site.pem": site,
         "certs/certs-dir/site.pem": site,
+        # a multi-certificate bundle: `crt certs/bundle.pem` loads the .ecdsa member
+        "certs/bundle.pem.ecdsa": site,
         "certs/ca.pem": ca.public_bytes(pem),
         "certs/crl.pem": crl.public_bytes(pem),
     }
