@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -160,3 +161,68 @@ def test_rbac_is_kept_as_proven() -> None:
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     assert "rbac.yaml" in kustomization["resources"]
     assert all((DEPLOY / r).exists() for r in kustomization["resources"])
+
+
+# --- deploy/fleet/: the fleet topology's HAProxy side -------------------------------------
+
+FLEET = DEPLOY / "fleet"
+
+
+def patched(plane: ControlPlane, doc: dict[str, Any], patch: str, tmp: Path) -> dict[str, Any]:
+    """``doc`` after deploy/fleet/'s JSON patch, applied by kubectl itself (--local)."""
+    src = tmp / f"{doc['kind']}.yaml"
+    src.write_text(yaml.safe_dump(doc))
+    out = plane.kubectl("patch", "--local", "-f", str(src), "--type=json",
+                        "--patch-file", str(FLEET / patch), "-o", "yaml").stdout  # fmt: skip
+    result: dict[str, Any] = yaml.safe_load(out)
+    return result
+
+
+def test_fleet_side_meets_the_controller_and_the_server_accepts_it(
+    control_plane: ControlPlane, kube: Namespace, built: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    fleet = [
+        d for d in yaml.safe_load_all(control_plane.kubectl("kustomize", str(FLEET)).stdout) if d
+    ]
+    assert sorted(d["kind"] for d in fleet) == [
+        "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget"]  # fmt: skip
+    control_plane.kubectl("apply", "-f", str(DEPLOY / "namespace.yaml"))
+    out = control_plane.kubectl("apply", "--dry-run=server", "-k", str(FLEET)).stdout
+    assert out.count("(server dry run)") == len(fleet), out
+
+    controller = patched(control_plane, one(built, "Deployment"), "controller-patch.yaml", tmp_path)
+    (container,) = controller["spec"]["template"]["spec"]["containers"]
+    ctx = run_command.make_context("htc run", list(container["args"][1:]))
+    assert ctx.params["deploy"] == "dataplane"
+    haproxy = one(fleet, "Deployment")["spec"]["template"]
+    labels = haproxy["metadata"]["labels"]
+    selector = dict(p.split("=", 1) for p in ctx.params["haproxy_selector"].split(","))
+    assert all(labels.get(k) == v for k, v in selector.items())
+    controller_labels = controller["spec"]["template"]["metadata"]["labels"]
+    assert not all(controller_labels.get(k) == v for k, v in selector.items())
+    secrets = {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for c in haproxy["spec"]["initContainers"]
+        for e in c["env"]
+    }
+    assert secrets == {ctx.params["dataplane_secret"]}
+    rbac = [
+        d for d in built if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-fleet")
+    ]
+    assert rbac[0]["rules"][1]["resourceNames"] == [ctx.params["dataplane_secret"]]
+
+    service = patched(control_plane, one(built, "Service", "haproxy-template-controller-haproxy"),
+                      "service-patch.yaml", tmp_path)  # fmt: skip
+    assert all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    (api_rule,) = [r for r in one(fleet, "NetworkPolicy")["spec"]["ingress"] if "from" in r]
+    source = api_rule["from"][0]["podSelector"]["matchLabels"]
+    assert all(controller_labels.get(k) == v for k, v in source.items())
+
+    control_plane.kubectl(
+        "label", "namespace", kube.name, "pod-security.kubernetes.io/enforce=restricted"
+    )
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "haproxy", **haproxy["metadata"]}, "spec": haproxy["spec"]}  # fmt: skip
+    proc = control_plane.kubectl("apply", "--dry-run=server", "-n", kube.name, "-f", "-",
+                                 input=yaml.safe_dump(pod))  # fmt: skip
+    assert "pod/haproxy created (server dry run)" in proc.stdout, proc.stdout + proc.stderr
