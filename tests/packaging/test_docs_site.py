@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from controller.cli import main
 from controller.diagnostics.rules import DOCS_URL_ENV, RULES, configure_docs_url, documentation_url
@@ -65,3 +66,28 @@ def test_links_out_of_docs_become_repository_paths(site: Path) -> None:
     text = (site / "topologies" / "index.html").read_text()
     assert "hack/dataplaneapi/haproxy-reload.sh" in text
     assert 'href="../../hack/' not in text and 'href="../hack/' not in text
+
+
+FIRST = REPO / "docs" / "first-template.md"
+MARKER = "<!-- tested: tests/packaging/test_docs_site.py runs `htc test` on the block below -->"
+
+
+def fenced(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced block."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_the_first_template_walkthrough_passes_its_own_tests(tmp_path: Path) -> None:
+    text = FIRST.read_text()
+    _, whole = fenced(text.split(MARKER, 1)[1])[0]
+    config = tmp_path / "first.yaml"
+    config.write_text(whole)
+    result = CliRunner().invoke(main, ["test", str(config)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "2 tests: 2 passed, 0 failed" in result.output
+    # Every step shows lines of the whole config, not a variant of it.
+    lines = {line.strip() for line in whole.splitlines()}
+    for language, body in fenced(text.split(MARKER, 1)[0]):
+        if language in ("jinja", "yaml"):
+            missing = [ln for ln in body.splitlines() if ln.strip() and ln.strip() not in lines]
+            assert missing == [], missing
