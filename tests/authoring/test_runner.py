@@ -98,7 +98,7 @@ def by_name(report: SuiteReport) -> dict[str, Any]:
     return {r.name: r for r in report.tests}
 
 
-PASSING = {
+PASSING: dict[str, dict[str, Any]] = {
     "contains": {"type": "contains", "target": "hosts.map", "value": "a.local a"},
     "not-contains": {"type": "notContains", "target": "hosts.map", "value": "c.local"},
     "matches": {"type": "matches", "target": "hosts.map", "value": r"^b\.local b$"},
@@ -108,7 +108,7 @@ PASSING = {
     "deterministic": {"type": "deterministic", "target": "hosts.map"},
 }
 
-FAILING = {
+FAILING: dict[str, tuple[dict[str, Any], str]] = {
     "contains": ({"value": "c.local"}, "hosts.map does not contain 'c.local'"),
     "not-contains": ({"value": "b.local"}, "hosts.map contains 'b.local' (line 2)"),
     "matches": ({"value": "^c"}, "no match for /^c/ in hosts.map"),

@@ -61,7 +61,8 @@ def config_set(
 def get(port: int) -> str:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=3) as resp:
-            return resp.read().decode()
+            body: bytes = resp.read()
+            return body.decode()
     except OSError as exc:
         return f"error: {exc}"
 

@@ -14,12 +14,15 @@ import pytest
 from controller.deploy.files import MANIFEST, PREVIOUS
 from controller.deploy.master_cli import MasterCli, MasterCliError
 from controller.deploy.master_socket import MasterSocketTarget
+from controller.deploy.supervisor import HAProxySupervisor
 from controller.deploy.target import DeployOutcome
 from controller.observability.metrics import Metrics
 from tests.deploy.deploy_helpers import aget, aget_eventually, config_set, validated
 
+Local = tuple[MasterSocketTarget, HAProxySupervisor, Metrics]
 
-async def test_deploy_reloads_and_skips_an_unchanged_set(local, port: int) -> None:
+
+async def test_deploy_reloads_and_skips_an_unchanged_set(local: Local, port: int) -> None:
     target, sup, metrics = local
     first = await target.deploy(await validated(config_set(port, "v1", maps={"a.map": "x 1\n"})))
     assert first.outcome is DeployOutcome.DEPLOYED, first.diagnostics
@@ -44,7 +47,7 @@ async def test_deploy_reloads_and_skips_an_unchanged_set(local, port: int) -> No
     assert metrics.sample("htc_deploys_total", {"target": "local", "result": "unchanged"}) == 1
 
 
-async def test_refused_reload_restores_the_previous_set(local, port: int) -> None:
+async def test_refused_reload_restores_the_previous_set(local: Local, port: int) -> None:
     target, _, metrics = local
     good = await target.deploy(await validated(config_set(port, "good")))
     assert good.ok
@@ -73,7 +76,7 @@ async def test_refused_reload_restores_the_previous_set(local, port: int) -> Non
     assert await aget(port) == "after"
 
 
-async def test_drift_is_repaired_with_the_last_validated_set(local, port: int) -> None:
+async def test_drift_is_repaired_with_the_last_validated_set(local: Local, port: int) -> None:
     target, _, metrics = local
     assert (await target.deploy(await validated(config_set(port, "mine")))).ok
     assert await target.check_drift() is None
@@ -88,7 +91,7 @@ async def test_drift_is_repaired_with_the_last_validated_set(local, port: int) -
     assert metrics.sample("htc_drift_redeploys_total", {"target": "local"}) == 1
 
 
-async def test_first_start_failure_is_reported(local) -> None:
+async def test_first_start_failure_is_reported(local: Local) -> None:
     target, sup, _ = local
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
@@ -101,7 +104,7 @@ async def test_first_start_failure_is_reported(local) -> None:
     assert not sup.running()
 
 
-async def test_deploy_accepts_only_validated_sets(local, port: int) -> None:
+async def test_deploy_accepts_only_validated_sets(local: Local, port: int) -> None:
     target, _, _ = local
     with pytest.raises(TypeError):
         await target.deploy(config_set(port, "raw"))  # type: ignore[arg-type]
@@ -140,7 +143,7 @@ async def test_externally_started_master(haproxy_bin: str, short_dir: Path, port
         proc.wait()
 
 
-async def test_killed_worker_is_replaced(local, port: int) -> None:
+async def test_killed_worker_is_replaced(local: Local, port: int) -> None:
     target, sup, metrics = local
     assert (await target.deploy(await validated(config_set(port, "alive")))).ok
     (worker,) = (await sup.cli.show_proc()).current_workers
@@ -153,7 +156,7 @@ async def test_killed_worker_is_replaced(local, port: int) -> None:
     assert metrics.sample("htc_haproxy_restarts_total", {"reason": "master_exited"}) == 1
 
 
-async def test_stop_leaves_no_process(local, port: int) -> None:
+async def test_stop_leaves_no_process(local: Local, port: int) -> None:
     target, sup, _ = local
     assert (await target.deploy(await validated(config_set(port, "x")))).ok
     table = await sup.cli.show_proc()
@@ -187,7 +190,7 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-async def test_killed_master_is_replaced_and_its_orphans_ended(local, port: int) -> None:
+async def test_killed_master_is_replaced_and_its_orphans_ended(local: Local, port: int) -> None:
     target, sup, metrics = local
     assert (await target.deploy(await validated(config_set(port, "kept")))).ok
     table = await sup.cli.show_proc()

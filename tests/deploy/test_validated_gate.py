@@ -39,7 +39,7 @@ async def test_it_is_frozen_and_cannot_be_copied() -> None:
     assert validated is not None
     other = config_set(1, "other")
     with pytest.raises(AttributeError):
-        validated.files = other  # type: ignore[misc]
+        validated.files = other
     with pytest.raises(AttributeError):
         del validated.report
     with pytest.raises(TypeError):

@@ -55,7 +55,7 @@ def test_make_takes_severity_and_docs_from_registry() -> None:
 
 def test_unknown_id_is_refused() -> None:
     with pytest.raises(UnknownRuleError):
-        make("E9999", Phase.RENDER, "nope")
+        make("E9999", Phase.RENDER, "nope")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", ["X1000", "", "1000"])

@@ -132,7 +132,8 @@ class HAProxyPod:
             kw["env"] = env
         if self.pod is not None:
             return self.pod.start(argv, **kw)
-        return subprocess.Popen(argv, start_new_session=True, **kw)  # type: ignore[call-overload]
+        proc: subprocess.Popen[bytes] = subprocess.Popen(argv, start_new_session=True, **kw)  # type: ignore[call-overload]
+        return proc
 
     def start(self) -> None:
         for d in ("maps", "certs", "files", "tx", "spoe", "dataplane", "backups"):

@@ -419,7 +419,7 @@ def test_an_unexpected_error_is_reported_and_the_next_sync_starts_over(
     rec = Recorder()
     ad = adapter(root, rec)
     ad.load_initial()
-    real = directory.load_file
+    real = directory.load_file  # type: ignore[attr-defined]
 
     def failing(path: Path) -> Any:
         raise RuntimeError("disk on fire")

@@ -62,7 +62,7 @@ def test_every_module_logs_through_structlog() -> None:
     escaping. Only the setup itself reads stdlib's level names."""
     package = Path(__file__).resolve().parents[2] / "controller"
     setup = package / "observability" / "logging.py"
-    offenders = []
+    offenders: list[str] = []
     for path in sorted(package.rglob("*.py")):
         if path == setup:
             continue
@@ -74,6 +74,8 @@ def test_every_module_logs_through_structlog() -> None:
                 if isinstance(node, ast.ImportFrom)
                 else []
             )
-            if any(n == "logging" or n.startswith("logging.") for n in names):
+            if isinstance(node, ast.Import | ast.ImportFrom) and any(
+                n == "logging" or n.startswith("logging.") for n in names
+            ):
                 offenders.append(f"{path.relative_to(package.parent)}:{node.lineno}")
     assert not offenders, f"stdlib logging imported in {offenders}"

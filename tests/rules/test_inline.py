@@ -333,7 +333,8 @@ def test_objects_judged_beside_the_render_give_the_sequential_outcome(
     want = sequential.render(snapshot)
     assert _outcome(got) == _outcome(want)
     assert got.ok is (bad is None)
-    assert got.inline_rules == dataclasses.replace(want.inline_rules, ms=got.inline_rules.ms)  # type: ignore[arg-type, union-attr]
+    assert got.inline_rules is not None and want.inline_rules is not None
+    assert got.inline_rules == dataclasses.replace(want.inline_rules, ms=got.inline_rules.ms)
 
 
 def test_an_object_batch_out_of_time_beside_the_render_stops_it_all() -> None:
@@ -362,7 +363,7 @@ def test_beside_the_render_the_rules_share_one_budget_as_if_judged_first(
     from tests.rules.rules_helpers import filled_store
 
     hooks: list[Any] = []
-    real_hook = ruled.InlineRules
+    real_hook = ruled.InlineRules  # type: ignore[attr-defined]
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         hook = real_hook(*args, **kwargs)

@@ -30,7 +30,7 @@ class Held:
         self.inner, self.entered, self.release = inner, entered, release
 
     def render(self, view: StoreView) -> RenderResult:
-        result = self.inner.render(view)
+        result: RenderResult = self.inner.render(view)
         self.entered.set()
         if not self.release.wait(10):
             raise TimeoutError("never released")
@@ -51,7 +51,8 @@ async def test_edits_during_a_store_swap_are_rendered(
         engine = real(spec)
         if "notes" not in spec.watched_resources:
             return engine
-        return Engine(spec, Held(engine.renderer, entered, release), engine.pipeline, engine.lint)
+        held = Held(engine.renderer, entered, release)  # renders without HTTP sources only
+        return Engine(spec, held, engine.pipeline, engine.lint)  # type: ignore[arg-type]
 
     out = io.StringIO()
     app = LocalApp(

@@ -217,6 +217,7 @@ def read_config_doc(path: Path) -> dict[str, Any]:
     docs, diags = read_documents(path.read_text(), str(path))
     assert not diags
     [doc] = [d for d, _ in docs if d.get("kind") == "HAProxyTemplateConfig"]
+    assert isinstance(doc, dict)
     return doc
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.diagnostics import Diagnostic, Phase, Severity
-from controller.spec import load_config, parse_config, read_documents
+from controller.spec import HAProxyTemplateConfig, load_config, parse_config, read_documents
 
 HEAD = """\
 apiVersion: haproxy-template.dev/v1alpha1
@@ -23,7 +23,7 @@ spec:
 """Six lines; a spec body written after it starts on line 7."""
 
 
-def load(tmp_path: Path, text: str) -> tuple[object, list[Diagnostic]]:
+def load(tmp_path: Path, text: str) -> tuple[HAProxyTemplateConfig | None, list[Diagnostic]]:
     path = tmp_path / "config.yaml"
     path.write_text(text)
     return load_config(path)
@@ -311,7 +311,7 @@ def test_parse_config_without_file_reports_paths_only() -> None:
 
 def test_parse_config_uses_given_lines() -> None:
     doc = {"metadata": {"name": "c"}, "spec": {"haproxyConfig": {"template": 1}}}
-    lines = {
+    lines: dict[tuple[str | int, ...], int] = {
         ("spec",): 40,
         ("spec", "haproxyConfig"): 41,
         ("spec", "haproxyConfig", "template"): 42,
