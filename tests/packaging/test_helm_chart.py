@@ -213,6 +213,12 @@ def _config_in_the_release_namespace_is_sent_to_the_webhook(
                             "-n", kube.name, "probe=1", check=False)  # fmt: skip
     assert refused.returncode != 0
     assert f'calling webhook "{CONFIG_WEBHOOK}"' in refused.stderr, refused.stderr
+    # The webhook latency alert reads the API server's own histogram of that call.
+    metrics = plane.kubectl("get", "--raw", "/metrics").stdout
+    series = (
+        f'apiserver_admission_webhook_admission_duration_seconds_bucket{{name="{CONFIG_WEBHOOK}"'
+    )
+    assert series in metrics, series
 
 
 CLUSTER_SCOPED = {
