@@ -13,9 +13,9 @@ machine wall time mostly measures the neighbours), the medians, and the report's
 
 ``--profile OUT`` runs the command once more in this process under cProfile and writes the
 stats to OUT (read them with ``python -m pstats OUT``), with the command's steps (``profileSteps``:
-imports, loading, filling the store, compiling templates, rendering, building the pipeline,
-validating; cumulative profiled time, inflated by the profiler but in proportion) and the top
-functions by own time (``profileTop``) in the JSON.
+imports, loading, filling the store, compiling templates, building the pipeline; cumulative
+profiled time, inflated by the profiler but in proportion) and the top functions by own time
+(``profileTop``) in the JSON.
 """
 
 from __future__ import annotations
@@ -150,12 +150,13 @@ STEPS = {
     "importCommand": ("controller/cli/__init__.py", "get_command"),
     "loadManifests": ("controller/resources/manifests.py", "load_manifests"),
     "fillStore": ("controller/cli/inputs.py", "_fill"),
-    "compileTemplates": ("controller/validation/rules/render.py", "from_spec"),
-    "render": ("controller/validation/rules/render.py", "render"),
+    "compileTemplates": ("controller/render/renderer.py", "__init__"),
     "buildPipeline": ("controller/validation/pipeline.py", "from_settings"),
-    "validate": ("controller/validation/pipeline.py", "validate"),
 }
-"""Step → (file, function) whose cumulative time is the step's."""
+"""Step → (file, function) whose cumulative time is the step's. The render runs in a worker
+thread (``evaluate``), which cProfile does not see: its time is the report's ``renderMs``
+(``rulesInlineMs`` of it for the objects' inline rules), and the stages' are the report's
+per-phase figures."""
 
 
 def main() -> None:
