@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -11,26 +12,28 @@ import pytest
 import structlog
 
 from controller.deploy.target import DeployOutcome, DeployResult, MasterSocketDetail
-from controller.diagnostics import Phase, make
+from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability.metrics import Metrics
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer, parse_addr
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
-from controller.validation import Pipeline
+from controller.validation import Pipeline, Verdict
 from controller.validation.report import ReportStatus, ValidationReport
+
+Served = tuple[Publisher, StatusBoard, StatusServer, aiohttp.ClientSession, Metrics]
 
 
 def files(text: str) -> FileSet:
     return FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, text.encode())])
 
 
-async def verdict(text: str, *diags):
+async def verdict(text: str, *diags: Diagnostic) -> Verdict:
     return await Pipeline([], haproxy_version=None, cache=None, allow_partial=True).check(
         RenderResult(files(text), diagnostics=tuple(diags))
     )
 
 
 @pytest.fixture
-async def served(tmp_path: Path):
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
     metrics = Metrics()
     board = StatusBoard(tmp_path / "status.json")
     publisher = Publisher(metrics=metrics, sinks=[board])
@@ -46,7 +49,7 @@ async def fetch(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-async def test_ready_only_after_a_confirmed_deploy(served, tmp_path: Path) -> None:
+async def test_ready_only_after_a_confirmed_deploy(served: Served, tmp_path: Path) -> None:
     publisher, _board, server, http, _metrics = served
     assert await fetch(http, server.url + "/healthz") == (200, "ok\n")
     assert (await fetch(http, server.url + "/readyz"))[0] == 503
@@ -95,7 +98,7 @@ async def test_ready_only_after_a_confirmed_deploy(served, tmp_path: Path) -> No
     assert on_disk == status
 
 
-async def test_metrics_endpoint_serves_the_registry(served) -> None:
+async def test_metrics_endpoint_serves_the_registry(served: Served) -> None:
     publisher, _, server, http, _metrics = served
     v = await verdict("z")
     publisher.record_verdict("change", v.report)
@@ -107,7 +110,7 @@ async def test_metrics_endpoint_serves_the_registry(served) -> None:
     assert "htc_pipeline_cache_misses_total 0.0" in text  # no stages ran: neither hit nor miss
 
 
-async def test_spec_rejection_is_published(served) -> None:
+async def test_spec_rejection_is_published(served: Served) -> None:
     publisher, board, *_ = served
     diag = make("E8001", Phase.SPEC, "spec.haproxyConfig: field required")
     publisher.publish(Event(EventKind.SPEC_REJECTED, "config", diagnostics=(diag,), message="no"))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from controller.spec import HAProxyTemplateConfigSpec
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
@@ -26,7 +28,7 @@ print(report_of(sys.argv[1]))
 """
 
 
-def _spec():  # type: ignore[no-untyped-def]
+def _spec() -> HAProxyTemplateConfigSpec:
     from tests.rules.rules_helpers import make_spec, rule
 
     def m(expr: str, severity: str = "warning") -> dict[str, object]:

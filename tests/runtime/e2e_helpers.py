@@ -205,7 +205,9 @@ class Running:
             await asyncio.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}\n--- output ---\n{self.out.getvalue()}")
 
-    async def serves(self, host: str, path: str, expected: tuple[int, str], timeout: float = 10.0):
+    async def serves(
+        self, host: str, path: str, expected: tuple[int, str], timeout: float = 10.0
+    ) -> None:
         async def ok() -> bool:
             got = await self.aget(host, path)
             return got[0] == expected[0] and got[1].startswith(expected[1])

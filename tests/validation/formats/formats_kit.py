@@ -51,7 +51,7 @@ def finding(
         phase=phase,
         message=msg,
         location=Location(file=file, line=line, column=column, end_column=end),
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

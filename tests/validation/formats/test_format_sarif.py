@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 
 from controller.diagnostics import RULES, Phase
-from controller.validation import format_report
+from controller.validation import ValidationReport, format_report
 from tests.validation.formats.formats_kit import Says, finding, report_with, typical
 
 
@@ -28,7 +28,7 @@ def closed(props: dict[str, Any], required: list[str] | None = None) -> dict[str
     return out
 
 
-ANY = {}
+ANY: dict[str, Any] = {}
 LEVEL = {"enum": ["none", "note", "warning", "error"]}
 BAG = {"$ref": "#/definitions/propertyBag"}
 MSG = {"$ref": "#/definitions/message"}
@@ -226,8 +226,9 @@ SARIF_FACTS: dict[str, Any] = {
 }
 
 
-def sarif_of(report) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    return json.loads(format_report(report, "sarif"))
+def sarif_of(report: ValidationReport) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(format_report(report, "sarif"))
+    return doc
 
 
 def test_structure_matches_sarif_2_1_0_facts() -> None:

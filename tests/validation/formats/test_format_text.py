@@ -66,6 +66,7 @@ def test_summary_line() -> None:
     last = format_report(report, "text", render=render).rstrip("\n").splitlines()[-1]
     assert last.startswith("INVALID: 2 errors, 1 warning, 1 info")
     assert "ran syntax, schema, haproxy" in last and "skipped external" in last
+    assert report.metadata.checksum is not None
     assert "haproxy 2.8.25" in last and report.metadata.checksum[:12] in last
     ok = report_with(Says(Phase.SYNTAX))
     assert format_report(ok, "text").startswith("valid: 0 errors, 0 warnings, 0 infos")

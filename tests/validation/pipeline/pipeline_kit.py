@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller import testing
-from controller.diagnostics import Diagnostic, Location, Phase, Severity, make
+from controller.diagnostics import Diagnostic, Location, Phase, RuleId, Severity, make
 from controller.render import RenderResult
 from controller.testing import FakeStage
 
@@ -40,5 +40,5 @@ def at(
     )
 
 
-def registered(rule: str, phase: Phase, msg: str = "finding") -> Diagnostic:
+def registered(rule: RuleId, phase: Phase, msg: str = "finding") -> Diagnostic:
     return make(rule, phase, msg)

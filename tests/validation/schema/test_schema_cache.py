@@ -50,7 +50,7 @@ def test_reused_sections_are_reported_at_their_new_lines(cfg: Parse) -> None:
     (a,), (b,) = first, moved
     assert a.rule_id == b.rule_id == "E3004"
     assert a.location is not None and b.location is not None
-    assert b.location.line == a.location.line + 1
+    assert a.location.line is not None and b.location.line == a.location.line + 1
     assert (a.location.column, a.location.end_column) == (b.location.column, b.location.end_column)
 
 

@@ -67,7 +67,7 @@ async def test_an_internal_failure_becomes_a_diagnostic_not_a_crash() -> None:
     def boom(*args: object, **kwargs: object) -> list[object]:
         raise RuntimeError("simulated bug")
 
-    stage.engine.diagnostics = boom  # type: ignore[method-assign]
+    stage.engine.diagnostics = boom  # type: ignore[method-assign, assignment]
     outcome = await stage.run(_ctx())
     (d,) = outcome.diagnostics
     assert d.rule_id == "F0001" and "simulated bug" in d.message

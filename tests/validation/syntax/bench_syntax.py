@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 from controller.validation.syntax import parse
 from controller.validation.syntax import parser as parser_module
@@ -45,7 +46,7 @@ def config(backends: int = 1000, servers: int = 5, changed: int = -1, seed: int 
     return "\n".join(out) + "\n"
 
 
-def timed(fn, repeat: int = 7) -> float:
+def timed(fn: Callable[[], object], repeat: int = 7) -> float:
     runs = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -80,7 +81,9 @@ def main() -> None:
             runs.append((time.perf_counter() - t0) * 1000)
         return statistics.median(runs)
 
-    spread = {where: warm_after(config(changed=where)) for where in (0, 500, 999)}
+    spread: dict[int | str, float] = {
+        where: warm_after(config(changed=where)) for where in (0, 500, 999)
+    }
     spread["ip"] = warm_after(base.replace("10.2.0.3:8080", "10.2.0.9:8080"))  # endpoint moved
     warm_ms = spread[500]
     parsed, diags = parse(base, "haproxy.cfg")

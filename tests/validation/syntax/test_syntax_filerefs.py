@@ -34,7 +34,7 @@ def fileset(config: str, extra: dict[str, bytes] | None = None) -> FileSet:
     return FileSet.of(entries)
 
 
-def check(config: str, extra: dict[str, bytes] | None = None) -> list[tuple[str, str, int]]:
+def check(config: str, extra: dict[str, bytes] | None = None) -> list[tuple[str, str, int | None]]:
     parsed, diags = parse(config, "haproxy.cfg")
     assert [d for d in diags if d.rule_id.startswith("E")] == []
     found = check_file_refs(parsed, fileset(config, extra))

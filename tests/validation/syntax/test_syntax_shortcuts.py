@@ -132,9 +132,9 @@ def _plain_findings(section: Section) -> list[tuple[str, Diagnostic]]:
         out.append(("program", policy._deny(denial, header, header.tokens[0], "section")))
     out.extend(policy._env(header))
     for d in section.directives:
-        denial = policy._match(d)
-        if denial is not None:
-            out.append((denial.name, policy._deny(denial, d, d.tokens[0], "directive")))
+        matched = policy._match(d)
+        if matched is not None:
+            out.append((matched.name, policy._deny(matched, d, d.tokens[0], "directive")))
         out.extend(policy._env(d))
     return out
 

@@ -146,7 +146,7 @@ def test_fast_tokens_are_interned() -> None:
 # -- properties ------------------------------------------------------------------------------
 
 _words = st.text(
-    alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12
+    alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), max_size=12
 )
 
 
