@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import pytest
 
 from controller.observability.metrics import Metrics
 from controller.publish import Event, Publisher
 from controller.resources import Store
 from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.triggers import EngineFactory
 from controller.triggers.reconcile import ReconcileTrigger
-from tests.triggers.trigger_kit import WATCHED, RecordingTarget, factory, spec
+from tests.triggers.trigger_kit import WATCHED, MakeTrigger, RecordingTarget, factory, spec
 
 
 @pytest.fixture
@@ -23,15 +27,15 @@ def events() -> list[Event]:
 
 
 @pytest.fixture
-async def make_trigger(store: Store, events: list[Event]):
+async def make_trigger(store: Store, events: list[Event]) -> AsyncIterator[MakeTrigger]:
     made: list[ReconcileTrigger] = []
 
     async def make(
         s: HAProxyTemplateConfigSpec | None = None,
-        engine_factory=factory,
+        engine_factory: EngineFactory = factory,
         target: RecordingTarget | None = None,
-        **kw,
-    ):
+        **kw: Any,
+    ) -> tuple[ReconcileTrigger, RecordingTarget]:
         target = target or RecordingTarget()
         trig = ReconcileTrigger(
             store,

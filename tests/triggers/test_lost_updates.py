@@ -9,18 +9,21 @@ time, not now and then.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from controller.diagnostics import Phase, make
 from controller.render import RenderResult
 from controller.resources import Store, StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec
 from controller.triggers.reconcile import Engine
-from tests.triggers.trigger_kit import Gate, gated_factory, ingress, spec
+from tests.triggers.trigger_kit import Gate, MakeTrigger, gated_factory, ingress, spec
 
 FAST = {"debounce": "10ms", "min_interval": "10ms"}
 
 
-async def test_a_change_during_a_run_causes_one_more_run(make_trigger, store: Store) -> None:
+async def test_a_change_during_a_run_causes_one_more_run(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     gate = Gate()
     trig, target = await make_trigger(spec(**FAST), engine_factory=gated_factory(gate))
     gate.close()
@@ -32,7 +35,9 @@ async def test_a_change_during_a_run_causes_one_more_run(make_trigger, store: St
     assert target.last == "v1: a=0 late=0"
 
 
-async def test_a_change_during_spec_adoption_is_not_lost(make_trigger, store: Store) -> None:
+async def test_a_change_during_spec_adoption_is_not_lost(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     gate = Gate()
     trig, target = await make_trigger(spec(**FAST), engine_factory=gated_factory(gate, only="v2"))
     gate.close()
@@ -46,7 +51,7 @@ async def test_a_change_during_spec_adoption_is_not_lost(make_trigger, store: St
 
 
 async def test_a_change_during_a_rejected_candidate_still_deploys(
-    make_trigger, store: Store
+    make_trigger: MakeTrigger, store: Store
 ) -> None:
     """What the candidate had taken off the pending list goes back when it is rejected: the
     running spec has not rendered those changes either."""
@@ -58,7 +63,7 @@ async def test_a_change_during_a_rejected_candidate_still_deploys(
             return engine
         original = engine.renderer.render
 
-        def render(view: StoreView) -> RenderResult:
+        def render(view: StoreView, *, http: Mapping[str, str] | None = None) -> RenderResult:
             r = original(view)
             return RenderResult(r.files, diagnostics=(make("E1002", Phase.RENDER, "undefined"),))
 

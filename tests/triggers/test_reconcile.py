@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 
 import pytest
 from pydantic import ValidationError
@@ -20,10 +21,12 @@ from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
 from controller.testing import ManualClock
 from controller.triggers.reconcile import Engine
 from controller.validation import Pipeline
-from tests.triggers.trigger_kit import factory, ingress, spec
+from tests.triggers.trigger_kit import MakeTrigger, factory, ingress, spec
 
 
-async def test_startup_renders_everything_loaded_before_it(make_trigger, store: Store) -> None:
+async def test_startup_renders_everything_loaded_before_it(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     for i in range(5):
         store.apply("ingresses", ingress(f"i{i}"))
     trig, target = await make_trigger()
@@ -33,7 +36,7 @@ async def test_startup_renders_everything_loaded_before_it(make_trigger, store: 
 
 
 async def test_a_burst_collapses_and_converges_on_the_final_state(
-    make_trigger, store: Store
+    make_trigger: MakeTrigger, store: Store
 ) -> None:
     trig, target = await make_trigger()
     runs0 = trig.runs
@@ -45,7 +48,9 @@ async def test_a_burst_collapses_and_converges_on_the_final_state(
     assert target.last == f"v1: {expected}"
 
 
-async def test_a_stream_from_another_thread_is_not_starved(make_trigger, store: Store) -> None:
+async def test_a_stream_from_another_thread_is_not_starved(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     clock = ManualClock()
     trig, target = await make_trigger(spec(debounce="100ms", min_interval="100ms"), clock=clock)
     runs0 = trig.runs
@@ -60,7 +65,9 @@ async def test_a_stream_from_another_thread_is_not_starved(make_trigger, store: 
     assert trig.runs - runs0 <= 8
 
 
-async def test_leading_edge_runs_at_once_after_a_quiet_period(make_trigger, store: Store) -> None:
+async def test_leading_edge_runs_at_once_after_a_quiet_period(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     clock = ManualClock()
     trig, target = await make_trigger(spec(debounce="400ms", min_interval="50ms"), clock=clock)
     await clock.advance(0.1)
@@ -69,7 +76,7 @@ async def test_leading_edge_runs_at_once_after_a_quiet_period(make_trigger, stor
     assert target.last == "v1: x=0"
 
 
-async def test_min_interval_spaces_runs(make_trigger, store: Store) -> None:
+async def test_min_interval_spaces_runs(make_trigger: MakeTrigger, store: Store) -> None:
     clock = ManualClock()
     trig, target = await make_trigger(spec(debounce="10ms", min_interval="300ms"), clock=clock)
     runs0 = trig.runs  # the startup run, at the clock's present
@@ -84,7 +91,7 @@ async def test_min_interval_spaces_runs(make_trigger, store: Store) -> None:
 
 
 async def test_invalid_verdict_keeps_the_last_good_and_says_why(
-    make_trigger, store: Store, events: list[Event]
+    make_trigger: MakeTrigger, store: Store, events: list[Event]
 ) -> None:
     store.apply("ingresses", ingress("good"))
     trig, target = await make_trigger()
@@ -102,7 +109,7 @@ async def test_invalid_verdict_keeps_the_last_good_and_says_why(
     assert kinds == [EventKind.DEPLOYED, EventKind.REJECTED, EventKind.DEPLOYED]
 
 
-async def test_delete_takes_the_same_path(make_trigger, store: Store) -> None:
+async def test_delete_takes_the_same_path(make_trigger: MakeTrigger, store: Store) -> None:
     store.apply("ingresses", ingress("a"))
     store.apply("ingresses", ingress("b"))
     trig, target = await make_trigger()
@@ -111,7 +118,7 @@ async def test_delete_takes_the_same_path(make_trigger, store: Store) -> None:
     assert target.last == "v1: b=0"
 
 
-async def test_resync_runs_without_changes(make_trigger) -> None:
+async def test_resync_runs_without_changes(make_trigger: MakeTrigger) -> None:
     clock = ManualClock()
     trig, target = await make_trigger(spec(resync="1s", min_interval="10ms"), clock=clock)
     runs0 = trig.runs
@@ -124,7 +131,7 @@ async def test_resync_runs_without_changes(make_trigger) -> None:
     assert trig.metrics.sample("htc_reconcile_runs_total", {"trigger": "resync"}) == 1
 
 
-async def test_resync_zero_disables_it(make_trigger) -> None:
+async def test_resync_zero_disables_it(make_trigger: MakeTrigger) -> None:
     """0s means "no resync", not "resync continuously" (which rendered as fast as minInterval
     allowed: the audit counted thousands of runs a second)."""
     clock = ManualClock()
@@ -144,7 +151,9 @@ def test_durations_that_would_spin_the_loop_are_refused() -> None:
     assert ok.min_interval == 0.01 and ok.debounce == 0
 
 
-async def test_a_spec_that_cannot_be_built_is_rejected(make_trigger, events: list[Event]) -> None:
+async def test_a_spec_that_cannot_be_built_is_rejected(
+    make_trigger: MakeTrigger, events: list[Event]
+) -> None:
     trig, _target = await make_trigger()
 
     def broken(s: HAProxyTemplateConfigSpec) -> Engine:
@@ -159,7 +168,9 @@ async def test_a_spec_that_cannot_be_built_is_rejected(make_trigger, events: lis
     assert any(e.kind is EventKind.SPEC_REJECTED for e in events)
 
 
-async def test_a_spec_that_renders_invalid_is_rejected(make_trigger, store: Store) -> None:
+async def test_a_spec_that_renders_invalid_is_rejected(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     store.apply("ingresses", ingress("a"))
     trig, target = await make_trigger()
 
@@ -169,7 +180,7 @@ async def test_a_spec_that_renders_invalid_is_rejected(make_trigger, store: Stor
             renderer = engine.renderer
             original = renderer.render
 
-            def failing(view: StoreView) -> RenderResult:
+            def failing(view: StoreView, *, http: Mapping[str, str] | None = None) -> RenderResult:
                 r = original(view)
                 bad = make("E1002", Phase.RENDER, "undefined value in the new template")
                 return RenderResult(r.files, diagnostics=(bad,))
@@ -205,7 +216,9 @@ async def test_success_cannot_be_published_without_a_validated_set() -> None:
         Event.rejected("change", verdict.report.model_copy(update={"valid": True}))
 
 
-async def test_a_spec_with_lint_errors_is_rejected_before_it_renders(make_trigger) -> None:
+async def test_a_spec_with_lint_errors_is_rejected_before_it_renders(
+    make_trigger: MakeTrigger,
+) -> None:
     trig, target = await make_trigger()
     built: list[Engine] = []
 

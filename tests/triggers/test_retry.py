@@ -11,7 +11,7 @@ import pytest
 from controller.publish import Event, EventKind
 from controller.resources import Store
 from controller.testing import ManualClock
-from tests.triggers.trigger_kit import FlakyTarget, ingress, spec
+from tests.triggers.trigger_kit import FlakyTarget, MakeTrigger, ingress, spec
 
 FAST = {"debounce": "10ms", "min_interval": "10ms"}
 
@@ -24,7 +24,7 @@ async def until(check: Callable[[], bool], timeout: float = 3.0) -> None:
 
 
 async def test_a_failed_deploy_is_retried_until_it_succeeds(
-    make_trigger, store: Store, events: list[Event]
+    make_trigger: MakeTrigger, store: Store, events: list[Event]
 ) -> None:
     store.apply("ingresses", ingress("a"))
     clock = ManualClock()
@@ -56,7 +56,9 @@ async def test_a_failed_deploy_is_retried_until_it_succeeds(
     assert len(target.attempts) == 3  # success ends the retries
 
 
-async def test_no_retry_for_a_state_that_does_not_validate(make_trigger, store: Store) -> None:
+async def test_no_retry_for_a_state_that_does_not_validate(
+    make_trigger: MakeTrigger, store: Store
+) -> None:
     clock = ManualClock()
     target = FlakyTarget(failures=1, clock=clock)
     trig, _ = await make_trigger(spec(**FAST), target=target, retry_initial=0.3, clock=clock)

@@ -9,23 +9,41 @@ the one way a stage-less pipeline may hand out a ValidatedFileSet.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from controller.deploy.target import DeployOutcome, DeployResult
 from controller.diagnostics import Phase, make
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.resources import StoreView
 from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
-from controller.triggers import Clock
+from controller.testing import RecordingTarget, stageless_pipeline
+from controller.triggers import Clock, EngineFactory, ReconcileTrigger
 from controller.triggers.reconcile import Engine
 from controller.validation import Pipeline, ValidatedFileSet
+
+__all__ = [
+    "WATCHED",
+    "FlakyTarget",
+    "Gate",
+    "GatedRenderer",
+    "ListingRenderer",
+    "MakeTrigger",
+    "RecordingTarget",
+    "factory",
+    "gated_factory",
+    "ingress",
+    "partial_pipeline",
+    "spec",
+]
 
 WATCHED = {"ingresses": WatchedResource(api_version="networking.k8s.io/v1", kind="Ingress")}
 
 
 def spec(
     debounce: str = "50ms", min_interval: str = "200ms", resync: str = "300s", tag: str = "v1"
-):
+) -> HAProxyTemplateConfigSpec:
     return HAProxyTemplateConfigSpec.model_validate(
         {
             "watchedResources": {
@@ -56,7 +74,7 @@ class ListingRenderer:
         self.tag = s.haproxy_config.template
         self.calls = 0
 
-    def render(self, view: StoreView) -> RenderResult:
+    def render(self, view: StoreView, *, http: Mapping[str, str] | None = None) -> RenderResult:
         self.calls += 1
         objs = view.collection("ingresses").list()
         names = [f"{o['metadata']['name']}={o['metadata']['labels'].get('gen', '0')}" for o in objs]
@@ -71,36 +89,8 @@ class ListingRenderer:
         )
 
 
-@dataclass
-class RecordingTarget:
-    name: str = "rec"
-    deployed: list[str] = field(default_factory=list)
-    checksum: str | None = None
-
-    async def deploy(self, validated: ValidatedFileSet) -> DeployResult:
-        assert isinstance(validated, ValidatedFileSet)
-        if validated.checksum == self.checksum:
-            return DeployResult(
-                self.name, DeployOutcome.UNCHANGED, validated.checksum, self.checksum
-            )
-        self.checksum = validated.checksum
-        self.deployed.append(validated.files.main.content.decode().strip())
-        return DeployResult(
-            self.name, DeployOutcome.DEPLOYED, validated.checksum, self.checksum, reloaded=True
-        )
-
-    async def check_drift(self) -> DeployResult | None:
-        return None
-
-    @property
-    def last(self) -> str:
-        return self.deployed[-1]
-
-
 def factory(s: HAProxyTemplateConfigSpec) -> Engine:
-    return Engine(
-        s, ListingRenderer(s), Pipeline([], haproxy_version=None, cache=None, allow_partial=True)
-    )
+    return Engine(s, ListingRenderer(s), stageless_pipeline())
 
 
 class Gate:
@@ -133,13 +123,15 @@ class GatedRenderer(ListingRenderer):
         super().__init__(s)
         self.gate = gate
 
-    def render(self, view: StoreView) -> RenderResult:
-        result = super().render(view)  # the snapshot is read first, then the render stalls
+    def render(self, view: StoreView, *, http: Mapping[str, str] | None = None) -> RenderResult:
+        result = super().render(
+            view, http=http
+        )  # the snapshot is read first, then the render stalls
         self.gate.wait()
         return result
 
 
-def gated_factory(gate: Gate, *, only: str | None = None):
+def gated_factory(gate: Gate, *, only: str | None = None) -> EngineFactory:
     """Engines whose renders wait at ``gate`` (only for the spec tagged ``only``, if given)."""
 
     def build(s: HAProxyTemplateConfigSpec) -> Engine:
@@ -151,7 +143,7 @@ def gated_factory(gate: Gate, *, only: str | None = None):
 
 
 def partial_pipeline() -> Pipeline:
-    return Pipeline([], haproxy_version=None, cache=None, allow_partial=True)
+    return stageless_pipeline()
 
 
 @dataclass
@@ -171,3 +163,15 @@ class FlakyTarget(RecordingTarget):
                 self.name, DeployOutcome.FAILED, validated.checksum, None, diagnostics=(diag,)
             )
         return await super().deploy(validated)
+
+
+class MakeTrigger(Protocol):
+    """The ``make_trigger`` fixture: a started trigger over the test's store, and its target."""
+
+    async def __call__(
+        self,
+        s: HAProxyTemplateConfigSpec | None = None,
+        engine_factory: EngineFactory = ...,
+        target: RecordingTarget | None = None,
+        **kw: Any,
+    ) -> tuple[ReconcileTrigger, RecordingTarget]: ...
