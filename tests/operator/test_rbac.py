@@ -52,6 +52,7 @@ def token_kubeconfig(kube: Namespace, path: Path) -> None:
         "haproxy-template-controller", SA_NAMESPACE, client.AuthenticationV1TokenRequest(spec=spec)
     )
     admin = yaml.safe_load(Path(str(kube.plane.kubeconfig)).read_text())
+    assert made.status is not None
     admin["users"] = [{"name": "sa", "user": {"token": made.status.token}}]
     admin["contexts"][0]["context"]["user"] = "sa"
     path.write_text(yaml.safe_dump(admin))

@@ -78,7 +78,11 @@ def test_pod_passes_restricted_pod_security(
         "create", "serviceaccount", "-n", kube.name, "haproxy-template-controller"
     )
     template = copy.deepcopy(one(built, "Deployment")["spec"]["template"])
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "htc", **template["metadata"]}}
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "htc", **template["metadata"]},
+    }
     pod["spec"] = template["spec"]
     proc = control_plane.kubectl(
         "apply", "--dry-run=server", "-n", kube.name, "-f", "-", input=yaml.safe_dump(pod)

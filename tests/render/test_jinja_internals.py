@@ -78,7 +78,7 @@ def _namespace_attrs() -> bool:
     ns = jinja2.utils.Namespace(a=1)
     ns["b"] = 2
     attrs = object.__getattribute__(ns, "_Namespace__attrs")
-    return attrs == {"a": 1, "b": 2}
+    return bool(attrs == {"a": 1, "b": 2})
 
 
 def _pass_arg() -> bool:

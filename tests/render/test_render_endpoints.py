@@ -14,9 +14,9 @@ from tests.render.render_kit import render, spec, text
 
 def eps(
     name: str,
-    endpoints: list[dict[str, Any]],
+    endpoints: list[Any],
     *,
-    ports: list[dict[str, Any]] | None = None,
+    ports: Any = None,
     address_type: str | None = "IPv4",
 ) -> dict[str, Any]:
     s: dict[str, Any] = {
@@ -31,7 +31,7 @@ def eps(
     return s
 
 
-def ep(*addresses: str, ready: object = True) -> dict[str, Any]:
+def ep(*addresses: str | None, ready: object = True) -> dict[str, Any]:
     e: dict[str, Any] = {"addresses": list(addresses)}
     if ready is not None:
         e["conditions"] = {"ready": ready}

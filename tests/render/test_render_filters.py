@@ -24,7 +24,7 @@ from tests.render.render_kit import render, spec, text
 # Any text HAProxy could carry in one argument: everything but the line enders (and lone
 # surrogates, which are not text and cannot be written to a file at all).
 ONE_LINE = st.text(
-    alphabet=st.characters(blacklist_characters="\x00\n\r", blacklist_categories=("Cs",)),
+    alphabet=st.characters(blacklist_characters="\x00\n\r", blacklist_categories=["Cs"]),
     min_size=1,
 )
 
@@ -114,12 +114,12 @@ def test_non_scalars_are_refused(value: object) -> None:
 # -- map files ----------------------------------------------------------------------------------
 
 KEY = st.text(
-    alphabet=st.characters(blacklist_characters=" \t\n\r\x00", blacklist_categories=("Cs",)),
+    alphabet=st.characters(blacklist_characters=" \t\n\r\x00", blacklist_categories=["Cs"]),
     min_size=1,
     max_size=60,
 ).filter(lambda k: not k.startswith("#"))
 VALUE = st.text(
-    alphabet=st.characters(blacklist_characters="\n\r\x00", blacklist_categories=("Cs",)),
+    alphabet=st.characters(blacklist_characters="\n\r\x00", blacklist_categories=["Cs"]),
     max_size=60,
 ).filter(lambda v: v == v.strip(" \t"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,11 +31,11 @@ class CountingView:
             def __init__(self) -> None:
                 self.name = name
 
-            def list(self) -> list[Any]:
+            def list(self) -> builtins.list[Any]:
                 outer.lists += 1
                 return view.list()
 
-            def fetch(self, *keys: str) -> list[Any]:
+            def fetch(self, *keys: str) -> builtins.list[Any]:
                 return view.fetch(*keys)
 
             def get_single(self, *keys: str) -> Any:
@@ -77,14 +78,14 @@ def test_a_render_wide_library_runs_once_per_render() -> None:
         s, [("ingresses", ingress("a", "a.test")), ("ingresses", ingress("b", "b.test"))]
     )
     view = CountingView(snap)
-    r = Renderer(s).render(view)  # type: ignore[arg-type]
+    r = Renderer(s).render(view)
     assert r.ok, r.diagnostics
     assert {e.path: e.content for e in r.files if e.path != "maps/x.map"} == dict.fromkeys(
         ["haproxy.cfg", "maps/a.map", "maps/b.map"], b"a,b\n"
     )
     assert view.lists == 1
     assert Renderer(s).shared_snippets == {"lib"}
-    Renderer(s).render(view)  # type: ignore[arg-type]
+    Renderer(s).render(view)
     assert view.lists == 2  # never reused across renders
 
 
@@ -92,7 +93,7 @@ def test_a_library_reading_outputs_runs_per_import() -> None:
     library = LIBRARY + "{% set seen = 'x.map' in outputs %}"
     s = _three_users(library)
     view = CountingView(snapshot(s, [("ingresses", ingress("a", "a.test"))]))
-    r = Renderer(s).render(view)  # type: ignore[arg-type]
+    r = Renderer(s).render(view)
     assert r.ok, r.diagnostics
     assert view.lists == 3
     assert Renderer(s).shared_snippets == frozenset()
@@ -108,7 +109,7 @@ def test_a_library_including_an_impure_snippet_runs_per_import() -> None:
         snippets={"lib": LIBRARY + "{% include 'peek' %}", "peek": "{{ outputs.get('x.map') }}"},
     )
     view = CountingView(snapshot(s, [("ingresses", ingress("a", "a.test"))]))
-    assert Renderer(s).render(view).ok  # type: ignore[arg-type]
+    assert Renderer(s).render(view).ok
     assert view.lists == 2
 
 
