@@ -212,8 +212,9 @@ def request(
     peer: dict[str, Any] | None = None
     if ca is not None:
         ctx = ssl.create_default_context(cadata=ca)
-        raw = ctx.wrap_socket(raw, server_hostname=sni or host)
-        peer = raw.getpeercert()  # type: ignore[attr-defined]
+        tls = ctx.wrap_socket(raw, server_hostname=sni or host)
+        peer = tls.getpeercert()
+        raw = tls
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "User-Agent: Go-http-client/1.1"]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
     lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
