@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import time
+from typing import Any
 
 from tests.runtime.e2e_helpers import Running
 
@@ -55,7 +56,7 @@ async def test_a_hostile_field_is_rejected_and_traffic_keeps_flowing(running: Ru
 async def test_bad_template_output_is_rejected_and_the_old_spec_keeps_serving(
     running: Running,
 ) -> None:
-    def break_template(doc: dict) -> None:
+    def break_template(doc: dict[str, Any]) -> None:
         doc["spec"]["haproxyConfig"]["template"] += "    no-such-directive on\n"
 
     running.site.edit_config(break_template)
@@ -95,7 +96,7 @@ async def test_a_refused_reload_rolls_back(running: Running) -> None:
         blocker.listen()
         taken = blocker.getsockname()[1]
 
-        def move(doc: dict) -> None:
+        def move(doc: dict[str, Any]) -> None:
             doc["spec"]["extraContext"]["listen"] = f"127.0.0.1:{taken}"
 
         running.site.edit_config(move)
@@ -153,7 +154,7 @@ async def test_a_spec_with_new_collections_is_adopted_with_a_new_store(running: 
         },
     )
 
-    def add_collection(doc: dict) -> None:
+    def add_collection(doc: dict[str, Any]) -> None:
         spec = doc["spec"]
         spec["watchedResources"]["notes"] = {"apiVersion": "v1", "kind": "ConfigMap"}
         spec["haproxyConfig"]["template"] += (
