@@ -279,13 +279,19 @@ class OperatorApp:
         self._seen_generation = _generation(body)
         self.store = Store(spec.watched_resources)
         self.trigger.source = self.store
-        self.watch = await self._watch_filled(spec, self.store)
+        listed = await self._fill(spec, self.store)
+        if not listed:
+            self.watch = await self._watch_synced(spec, self.store)
         self.synced = True
         self._unsubscribe = self.store.subscribe(self.trigger)
         self._running_spec = spec
         if spec.http_sources:
             await self._start_http_sources(spec)
         await self.trigger.start(spec)
+        if listed:
+            # kopf starts after the first reconcile: its handling of every listed object
+            # would otherwise compete with the first render for the interpreter.
+            self.watch = self._watch_handed_over(spec, self.store)
         self.started = True
         if self.http_sources is not None:
             self.http_sources.start_refresh()
@@ -447,15 +453,21 @@ class OperatorApp:
 
     async def _watch_filled(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
         """A watch set for ``spec`` and ``store``, returned once ``store`` holds every watched
-        collection; raises TimeoutError (the watch set stopped) when that takes too long.
+        collection; raises TimeoutError (the watch set stopped) when that takes too long."""
+        if await self._fill(spec, store):
+            return self._watch_handed_over(spec, store)
+        return await self._watch_synced(spec, store)
 
-        The store is filled by one list of our own, and kopf's watches start after it. kopf
-        lists too, and then handles every listed object one by one (about 7 ms each, 20 s for
-        3,000 objects), which the first render need not wait for: what kopf delivers again is
-        equal to what the store holds and changes nothing. Its list is newer than ours, so it
-        brings every change made since; only an object deleted between the two lists is not
-        reported by kopf, and one more list of ours once kopf has synced (the handover) removes
-        it. When our list fails, the store waits for kopf's."""
+    async def _fill(self, spec: HAProxyTemplateConfigSpec, store: Store) -> bool:
+        """Fill ``store`` with one list of our own; False when that list failed.
+
+        Why not wait for kopf's lists: kopf handles every listed object one by one (about
+        7 ms each, 20 s for 3,000 objects), which the first render need not wait for. kopf's
+        watches start after this list (:meth:`_watch_handed_over`); kopf lists again, what it
+        delivers is equal to what the store holds and changes nothing, and its list being
+        newer brings every change since. Only an object deleted between the two lists is
+        never reported by kopf: one more list of ours once kopf has synced (the handover)
+        removes it."""
         started = time.monotonic()
         try:
             lists = await asyncio.to_thread(self._list_all, dict(spec.watched_resources))
@@ -464,30 +476,36 @@ class OperatorApp:
             _log.warning(
                 "initial list failed; waiting for the watches' own lists", error=str(exc)[:300]
             )
-            watch_set = self._start_watch(spec, store)
-            try:
-                await self._wait_synced(watch_set)
-            except TimeoutError:
-                await self._retire(watch_set)
-                raise
-            return watch_set
+            return False
         for name, items in lists.items():
             store.replace(name, items)
-        self.metrics.resyncs.labels("initial").inc()
-        watch_set = self._start_watch(spec, store)
-        for name in lists:
             self.metrics.watched_objects.labels(name).set(len(store.collection(name)))
+        self.metrics.resyncs.labels("initial").inc()
         _log.info(
             "listed",
-            watch=watch_set.label,
             seconds=round(time.monotonic() - started, 3),
             objects={name: len(items) for name, items in lists.items()},
         )
+        return True
+
+    def _watch_handed_over(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
+        """kopf's watches for a store that :meth:`_fill` filled, and their handover list."""
+        watch_set = self._start_watch(spec, store)
         self._spawn(self._handover(watch_set, store))
         return watch_set
 
+    async def _watch_synced(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
+        """kopf's watches, once their own lists have filled ``store``."""
+        watch_set = self._start_watch(spec, store)
+        try:
+            await self._wait_synced(watch_set)
+        except TimeoutError:
+            await self._retire(watch_set)
+            raise
+        return watch_set
+
     async def _handover(self, watch_set: WatchSet, store: Store) -> None:
-        """Once kopf's watches have listed, list once more (see :meth:`_watch_filled`)."""
+        """Once kopf's watches have listed, list once more (see :meth:`_fill`)."""
         try:
             await self._wait_synced(watch_set)
         except (TimeoutError, RuntimeError):
