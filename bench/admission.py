@@ -44,13 +44,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))  # measure this checkout, whatever is installed
 
 import aiohttp  # noqa: E402
 import yaml  # noqa: E402
-from pipeline import _fill, ingress, objects  # noqa: E402
 
+from bench.pipeline import _fill, ingress, objects  # noqa: E402
 from controller.operator.webhook import WebhookServer, WebhookSettings  # noqa: E402
 from controller.resources import Store  # noqa: E402
 from controller.spec.loader import parse_config  # noqa: E402
