@@ -139,8 +139,9 @@ async def test_a_server_that_never_answers_is_bounded_by_the_timeout(
         started = time.monotonic()
         await s.start_initial()
         took = time.monotonic() - started
-        # three attempts of 0.3 s and two jittered back-offs of at most 0.75 s and 1.5 s
-        assert took < 0.9 + 2.25 + 1.0, took
+        # three attempts of 0.3 s and two jittered back-offs of at most 0.75 s and 1.5 s, and
+        # slack for a loaded machine: bounded, not a timing figure
+        assert took < 0.9 + 2.25 + 3.0, took
         assert server.requests == 3
         assert s.content() == {"slow": ""}  # non-critical: renders with empty content
         (message,) = reported(events, "W7015")
