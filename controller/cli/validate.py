@@ -8,6 +8,7 @@ no usable haproxy binary).
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -46,6 +47,7 @@ from controller.validation import (
     ValidationReport,
     format_report,
 )
+from controller.validation.gcpause import paused_gc
 from controller.validation.lint.locations import config_origin, with_origins
 from controller.validation.report import Counts, ReportMetadata, ReportStatus
 from controller.validation.service import default_engine, evaluate
@@ -156,10 +158,14 @@ def command(
                 )
         config_path, *extra = paths
         try:
-            with step("loading manifests"):
+            with step("loading manifests"), paused_gc():
                 inputs = load_inputs(config_path, [*resources, *extra], http)
         except InputError as exc:
             _fail_inputs(exc.diagnostics, fmt, output)
+        # What was loaded lives until the command exits and holds no cycles to free: kept out
+        # of the collector's sight, so that the collections the render and the stages trigger
+        # do not walk every stored object again (6,000 objects: some 160,000 containers).
+        gc.freeze()
         echo_diagnostics(inputs.diagnostics)
         click.echo(_loaded(inputs, bool(resources or extra)), err=True)
         spec = inputs.config.spec
