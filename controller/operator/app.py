@@ -589,17 +589,15 @@ class OperatorApp:
 
     async def _start_http_sources(self, spec: HAProxyTemplateConfigSpec) -> None:
         """First fetch of every source, then (critical ones) wait: nothing renders before."""
-        sources = HttpSources(
+        sources = HttpSources.for_trigger(
             spec.http_sources,
-            engine=lambda: self.trigger.engine,
+            self.trigger,
             view=lambda: self.store.snapshot() if self.synced else None,
-            on_promote=lambda names: self.trigger.notify(trigger="http"),
             publisher=self.publisher,
             metrics=self.metrics,
             secret_headers=self._secret_headers,
         )
         self.http_sources = sources
-        self.trigger.http = sources.content
         self.cluster.http_sources = sources.status
         await sources.start_initial()
         await sources.wait_critical()
