@@ -10,6 +10,7 @@ seen per address, as with pods. Requests go only to 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import datetime
@@ -79,7 +80,7 @@ def _echo_handler(service: str, pod: str, delay: float) -> type[BaseHTTPRequestH
             self.end_headers()
             self.wfile.write(body)
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _answer
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _answer
 
         def log_message(self, format: str, *args: object) -> None:
             pass
@@ -254,6 +255,21 @@ def ingress(name: str, spec: dict[str, Any], **annotations: str) -> dict[str, An
     return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
 
 
+NGINX = "nginx.ingress.kubernetes.io/"
+
+
+def annotated(
+    name: str, host: str, service: str, path: str = "/", **annotations: str
+) -> dict[str, Any]:
+    """An Ingress routing ``host`` + ``path`` to ``service``; annotation names without a
+    prefix get ingress-nginx's."""
+    return ingress(
+        name,
+        {"rules": [rule(host, (path, "ImplementationSpecific", service))]},
+        **{(k if "/" in k else NGINX + k): v for k, v in annotations.items()},
+    )
+
+
 def backend(service: str, port: int | str = 8080) -> dict[str, Any]:
     ref = {"number": port} if isinstance(port, int) else {"name": port}
     return {"service": {"name": service, "port": ref}}
@@ -329,6 +345,10 @@ class Cluster:
 
     def get(self, host: str, path: str = "/", method: str = "GET", **kw: Any) -> Reply:
         return request(self.listen, host, path, method, **kw)
+
+    async def aget(self, host: str, path: str = "/", **kw: Any) -> Reply:
+        """:meth:`get` in a thread, for async tests."""
+        return await asyncio.to_thread(self.get, host, path, **kw)
 
     def get_tls(self, host: str, path: str = "/", *, ca: str, **kw: Any) -> Reply:
         return request(self.listen_tls, host, path, ca=ca, **kw)

@@ -6,28 +6,15 @@ from __future__ import annotations
 import asyncio
 
 from tests.ingress.ingress_kit import (
+    NGINX,
     Cluster,
-    Reply,
     Start,
+    annotated,
     ingress,
     ingress_class,
     rule,
     self_signed,
 )
-
-NGINX = "nginx.ingress.kubernetes.io/"
-
-
-def annotated(name: str, host: str, service: str, path: str = "/", **annotations: str) -> dict:
-    return ingress(
-        name,
-        {"rules": [rule(host, (path, "ImplementationSpecific", service))]},
-        **{(k if "/" in k else NGINX + k): v for k, v in annotations.items()},
-    )
-
-
-async def get(cluster: Cluster, host: str, path: str = "/", **kw: object) -> Reply:
-    return await asyncio.to_thread(cluster.get, host, path, **kw)  # type: ignore[arg-type]
 
 
 async def test_routing_and_redirect_annotations(cluster: Cluster, serve: Start) -> None:
@@ -47,19 +34,19 @@ async def test_routing_and_redirect_annotations(cluster: Cluster, serve: Start) 
     )
     await serve()
     # rewrite-target with captures; use-regex matching is case-insensitive
-    r = await get(cluster, "rewrite.test", "/API/users/7")
+    r = await cluster.aget("rewrite.test", "/API/users/7")
     assert (r.status, r.echo.get("path")) == (200, "/users/7")
-    r = await get(cluster, "rewrite.test", "/api")
+    r = await cluster.aget("rewrite.test", "/api")
     assert (r.status, r.echo.get("path")) == (200, "/")
-    r = await get(cluster, "approot.test", "/")
+    r = await cluster.aget("approot.test", "/")
     assert (r.status, r.headers.get("location")) == (302, "/app")
-    r = await get(cluster, "approot.test", "/app")
+    r = await cluster.aget("approot.test", "/app")
     assert (r.status, r.echo.get("path")) == (200, "/app")
-    r = await get(cluster, "moved.test", "/x")
+    r = await cluster.aget("moved.test", "/x")
     assert (r.status, r.headers.get("location")) == (308, "https://example.com/new")
-    r = await get(cluster, "gone.test", "/x")
+    r = await cluster.aget("gone.test", "/x")
     assert (r.status, r.headers.get("location")) == (302, "/elsewhere")
-    r = await get(cluster, "own.test", "/")
+    r = await cluster.aget("own.test", "/")
     assert (r.status, r.headers.get("location")) == (302, "/ours")
 
 
@@ -77,12 +64,12 @@ async def test_access_and_limit_annotations(cluster: Cluster, serve: Start) -> N
         annotated("impatient", "impatient.test", "slow", **{"proxy-read-timeout": "1"}),
     )
     await serve()
-    assert (await get(cluster, "allowed.test")).status == 200
-    assert (await get(cluster, "elsewhere.test")).status == 403
-    assert (await get(cluster, "denied.test")).status == 403
-    assert (await get(cluster, "small.test", method="POST", body=b"x" * 1024)).status == 200
-    assert (await get(cluster, "small.test", method="POST", body=b"x" * 1025)).status == 413
-    assert (await get(cluster, "impatient.test")).status == 504
+    assert (await cluster.aget("allowed.test")).status == 200
+    assert (await cluster.aget("elsewhere.test")).status == 403
+    assert (await cluster.aget("denied.test")).status == 403
+    assert (await cluster.aget("small.test", method="POST", body=b"x" * 1024)).status == 200
+    assert (await cluster.aget("small.test", method="POST", body=b"x" * 1025)).status == 413
+    assert (await cluster.aget("impatient.test")).status == 504
 
 
 async def test_backend_protocol_https(cluster: Cluster, serve: Start) -> None:
@@ -93,7 +80,7 @@ async def test_backend_protocol_https(cluster: Cluster, serve: Start) -> None:
         annotated("tls-backend", "tlsbackend.test", "secure-app", **{"backend-protocol": "HTTPS"}),
     )
     await serve()
-    r = await get(cluster, "tlsbackend.test", "/over-tls")
+    r = await cluster.aget("tlsbackend.test", "/over-tls")
     assert (r.status, r.service, r.echo.get("path")) == (200, "secure-app", "/over-tls")
 
 
@@ -133,7 +120,7 @@ async def test_tls_by_sni_default_certificate_and_missing_secret(
         cluster.get_tls, "broken.test", ca=fallback.cert, sni="default.test"
     )
     assert (r.status, r.service) == (200, "app")
-    r = await get(cluster, "broken.test")
+    r = await cluster.aget("broken.test")
     assert (r.status, r.headers.get("location")) == (308, "https://broken.test/")
 
 
@@ -143,11 +130,11 @@ async def test_snippets_are_refused_and_unknown_annotations_warned(
     cluster.service("app")
     cluster.add(
         ingress_class(),
-        annotated("fine", "fine.test", "app", **{"enable-cors": "true"}),
+        annotated("fine", "fine.test", "app", **{"mirror-target": "http://mirror.test"}),
     )
     out = await serve()
-    assert "W5004" in out.getvalue() and NGINX + "enable-cors" in out.getvalue()
-    assert (await get(cluster, "fine.test")).status == 200
+    assert "W5004" in out.getvalue() and NGINX + "mirror-target" in out.getvalue()
+    assert (await cluster.aget("fine.test")).status == 200
     # A snippet arrives: refused with its name, and the last good configuration serves on.
     cluster.docs.append(
         annotated(
@@ -161,5 +148,5 @@ async def test_snippets_are_refused_and_unknown_annotations_warned(
         await asyncio.sleep(0.05)
     text = out.getvalue()
     assert "E5003" in text and NGINX + "configuration-snippet" in text
-    assert (await get(cluster, "fine.test")).status == 200
-    assert (await get(cluster, "snippet.test")).status == 404
+    assert (await cluster.aget("fine.test")).status == 200
+    assert (await cluster.aget("snippet.test")).status == 404

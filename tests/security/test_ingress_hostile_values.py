@@ -55,6 +55,26 @@ ANNOTATIONS = [
     "proxy-read-timeout",
     "proxy-send-timeout",
     "proxy-body-size",
+    "limit-rps",
+    "limit-connections",
+    "enable-cors",
+    "cors-allow-origin",
+    "cors-allow-methods",
+    "cors-allow-headers",
+    "cors-expose-headers",
+    "cors-allow-credentials",
+    "cors-max-age",
+    "affinity",
+    "session-cookie-name",
+    "load-balance",
+    "canary",
+    "canary-weight",
+    "canary-weight-total",
+    "canary-by-header",
+    "canary-by-header-value",
+    "upstream-vhost",
+    "x-forwarded-prefix",
+    "ssl-passthrough",
     "configuration-snippet",
     "server-snippet",
 ]
@@ -67,6 +87,7 @@ def _spec() -> Any:
 
 
 SPEC = _spec()
+RENDERER = Renderer(SPEC)  # built once: construction compiles every output's template
 
 
 def _ingress(**over: Any) -> dict[str, Any]:
@@ -136,7 +157,7 @@ def _render(ing: dict[str, Any], secret_data: dict[str, str] | None = None) -> R
     ]
     for collection, obj in objects:
         store.apply(collection, obj)
-    return Renderer(SPEC).render(store.snapshot())
+    return RENDERER.render(store.snapshot())
 
 
 def _keywords(result: RenderResult) -> set[str]:
