@@ -240,7 +240,8 @@ def register(kube: Namespace, config: Path, port: int, ca: Path, name: str, poli
     (the generator the chart uses), confined to ``kube``'s namespace."""
     out = subprocess.run(
         [HTC, "webhook-config", str(config), "--url", f"https://127.0.0.1:{port}",
-         "--ca-file", str(ca), "--name", name, "--failure-policy", policy],
+         "--ca-file", str(ca), "--name", name, "--failure-policy", policy,
+         "--config-failure-policy", policy],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     doc = yaml.safe_load(out)
