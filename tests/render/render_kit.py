@@ -1,4 +1,5 @@
-"""Small builders for render tests: specs from template strings, snapshots of a real Store."""
+"""Small builders for render tests: specs from template strings, snapshots of a real Store.
+Objects are built by the public kit (:mod:`controller.testing`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,24 @@ from pathlib import Path
 from typing import Any
 
 from controller.render import Renderer, RenderResult
-from controller.resources import Snapshot, Store
+from controller.resources import Snapshot
 from controller.spec.loader import load_config
 from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.testing import endpoint_slice, ingress, service, store_of
+
+__all__ = [
+    "QUICKSTART",
+    "REPO",
+    "WATCHED",
+    "endpoint_slice",
+    "ingress",
+    "quickstart_spec",
+    "render",
+    "service",
+    "snapshot",
+    "spec",
+    "text",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -58,10 +74,7 @@ def spec(
 def snapshot(
     s: HAProxyTemplateConfigSpec, objects: Iterable[tuple[str, Mapping[str, Any]]] = ()
 ) -> Snapshot:
-    store = Store.from_spec(s)
-    for collection, obj in objects:
-        store.apply(collection, obj)
-    return store.snapshot()
+    return store_of(s, objects).snapshot()
 
 
 def render(
@@ -74,79 +87,6 @@ def text(result: RenderResult, path: str = "haproxy.cfg") -> str:
     entry = result.files.get(path)
     assert entry is not None, f"{path} not rendered: {result.outputs} {result.diagnostics}"
     return entry.content.decode()
-
-
-def ingress(
-    name: str,
-    host: str,
-    *paths: tuple[str, str, str, int],
-    cls: str = "haproxy",
-    ns: str = "default",
-    **spec_extra: Any,
-) -> dict[str, Any]:
-    """An Ingress with one rule; paths are (path, pathType, service, port number)."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "ingressClassName": cls,
-            "rules": [
-                {
-                    "host": host,
-                    "http": {
-                        "paths": [
-                            {
-                                "path": p,
-                                "pathType": t,
-                                "backend": {"service": {"name": svc, "port": {"number": port}}},
-                            }
-                            for p, t, svc, port in paths
-                        ]
-                    },
-                }
-            ],
-            **spec_extra,
-        },
-    }
-
-
-def service(
-    name: str, port: int, *, port_name: str | None = "http", ns: str = "default"
-) -> dict[str, Any]:
-    p: dict[str, Any] = {"port": port, "targetPort": port}
-    if port_name is not None:
-        p["name"] = port_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"ports": [p]},
-    }
-
-
-def endpoint_slice(
-    service_name: str,
-    port: int,
-    *addresses: tuple[str, bool | None],
-    port_name: str = "http",
-    ns: str = "default",
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name}-x1",
-            "namespace": ns,
-            "labels": {"kubernetes.io/service-name": service_name},
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
-        "endpoints": [
-            {"addresses": [a], **({"conditions": {"ready": r}} if r is not None else {})}
-            for a, r in addresses
-        ],
-    }
 
 
 def quickstart_spec() -> HAProxyTemplateConfigSpec:
