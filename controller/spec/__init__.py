@@ -4,6 +4,7 @@ from controller.spec.crd import CRD_FILE, generate_crd, openapi_schema, prune_nu
 from controller.spec.docs import DOC_PATH, generate_api_docs
 from controller.spec.errors import describe_error, format_path
 from controller.spec.loader import (
+    MAX_NODES,
     Locate,
     PathKey,
     load_config,
@@ -47,6 +48,7 @@ __all__ = [
     "DOC_PATH",
     "FULL_API_VERSION",
     "KIND",
+    "MAX_NODES",
     "AssertionType",
     "EmbeddedTest",
     "ExternalValidator",

@@ -12,7 +12,7 @@ from controller.triggers.engine import (
     spec_rejection,
     with_listen,
 )
-from controller.triggers.http_sources import HttpSources
+from controller.triggers.http_sources import FetchError, HttpSources
 from controller.triggers.reconcile import ReconcileTrigger, SpecDecision
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Clock",
     "Engine",
     "EngineFactory",
+    "FetchError",
     "HttpSources",
     "ReconcileTrigger",
     "SpecDecision",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller.validation.cache import VerdictCache
 from controller.validation.formats import FORMATS, format_report, sarif_log
+from controller.validation.gcpause import paused_gc
 from controller.validation.haproxy import HaproxyBinary, HaproxyBinaryError
 from controller.validation.options import InvalidFilterError, InvalidOptionError, ValidationOptions
 from controller.validation.pipeline import Pipeline, PipelineSetupError, Verdict
@@ -27,6 +28,20 @@ from controller.validation.report import (
     ReportMetadata,
     ReportStatus,
     ValidationReport,
+)
+from controller.validation.service import (
+    CheckerLike,
+    Engine,
+    EngineFactory,
+    RendererLike,
+    VerdictLike,
+    checking_pipeline,
+    default_engine,
+    evaluate,
+    failure_report,
+    ruled_renderer,
+    spec_lint,
+    verdict,
 )
 from controller.validation.stage import Stage, StageContext, StageOutcome
 from controller.validation.validated import ValidatedFileSet
@@ -62,7 +77,10 @@ __all__ = [
     "FORMATS",
     "TEST_FORMATS",
     "BudgetExhaustion",
+    "CheckerLike",
     "Counts",
+    "Engine",
+    "EngineFactory",
     "HaproxyBinary",
     "HaproxyBinaryError",
     "InvalidFilterError",
@@ -71,6 +89,7 @@ __all__ = [
     "Origin",
     "Pipeline",
     "PipelineSetupError",
+    "RendererLike",
     "ReportMetadata",
     "ReportStatus",
     "RuleSet",
@@ -85,15 +104,24 @@ __all__ = [
     "ValidationReport",
     "Verdict",
     "VerdictCache",
+    "VerdictLike",
+    "checking_pipeline",
     "config_origin",
+    "default_engine",
+    "evaluate",
+    "failure_report",
     "format_report",
     "format_suite",
     "lint_report",
     "lint_spec",
+    "paused_gc",
+    "ruled_renderer",
     "sarif_log",
     "select_tests",
     "spec_failure_report",
+    "spec_lint",
     "spec_locator",
+    "verdict",
     "with_origins",
 ]
 
