@@ -58,7 +58,12 @@ def objects(ns: str, n: int, pod_ip: str) -> list[dict[str, Any]]:
                 "apiVersion": "v1",
                 "kind": "Service",
                 "metadata": {"name": svc, "namespace": ns},
-                "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+                # Headless: the test bed's service range (a /20) holds 4,096 cluster IPs, and
+                # the controller routes to EndpointSlices, never to a cluster IP.
+                "spec": {
+                    "clusterIP": "None",
+                    "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+                },
             }
         )
         docs.append(
