@@ -32,7 +32,7 @@ class Held:
     def render(self, view: StoreView) -> RenderResult:
         result: RenderResult = self.inner.render(view)
         self.entered.set()
-        if not self.release.wait(10):
+        if not self.release.wait(60):
             raise TimeoutError("never released")
         return result
 
@@ -73,12 +73,12 @@ async def test_edits_during_a_store_swap_are_rendered(
 
         old_store = app.store
         site.edit_config(add_notes)
-        assert await asyncio.to_thread(entered.wait, 10), out.getvalue()
+        assert await asyncio.to_thread(entered.wait, 60), out.getvalue()  # generous: loaded CI
         site.write("note-late", note("late"))  # while the candidate is being checked
         await asyncio.sleep(0.3)  # the live adapter has seen (and ignored) the file
         release.set()
         cfg = app.deploy_dir / "haproxy.cfg"
-        for _ in range(100):
+        for _ in range(600):  # at most 30 s
             if app.store is not old_store and "# notes: early late." in cfg.read_text():
                 break
             await asyncio.sleep(0.05)
