@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from controller.cli import main
@@ -43,6 +44,7 @@ def test_renders_the_quickstart_into_the_deploy_layout(tmp_path: Path) -> None:
         "files/crt-list",
         "haproxy.cfg",
         "maps/hosts.map",
+        "maps/passthrough.map",
         "maps/paths.map",
         "maps/prefixes.map",
         "maps/regex.map",
@@ -81,7 +83,9 @@ def test_a_broken_template_exits_1_naming_template_and_line(tmp_path: Path) -> N
     )
     assert code == 1
     first = stderr.splitlines()[0]
-    assert first.startswith("haproxy.cfg:12: E1002 ")
+    template = yaml.safe_load(config.read_text())["spec"]["haproxyConfig"]["template"]
+    line = template.splitlines().index("    mode {{ extraContext.mode_typo.value }}") + 1
+    assert first.startswith(f"haproxy.cfg:{line}: E1002 ")
     assert "mode_typo" in first
     # the maps did render, but a partial file set is never written
     assert f"nothing written to {tmp_path / 'out'}" in stderr

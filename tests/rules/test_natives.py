@@ -177,6 +177,7 @@ def test_the_quickstart_map_rule_catches_a_missing_backend(isolation: Isolation)
                 "paths.map": {"template": paths},
                 "prefixes.map": {"template": "a/ be_a\n"},
                 "regex.map": {"template": "(?i)^r\\.local/x be_b\n"},
+                "passthrough.map": {"template": "# sni backend\n"},
             },
         )
         rs = RuleSet.from_spec(spec)
