@@ -25,9 +25,9 @@ import yaml
 from aiohttp import web
 
 from controller.cli.local import banner
-from controller.deploy.binary import HAProxyNotFound
-from controller.local.app import LocalApp, LocalOptions
-from controller.observability.logging import configure
+from controller.deploy import HAProxyNotFound
+from controller.local import LocalApp, LocalOptions
+from controller.observability import configure
 from controller.publish import Event, EventKind
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quickstart"

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import click
 
-from controller.spec.crd import CRD_FILE, render_crd_yaml
-from controller.spec.docs import DOC_PATH, generate_api_docs
+from controller.spec import CRD_FILE, DOC_PATH, generate_api_docs, render_crd_yaml
 
 CRD_DIRS = (Path("deploy/crds"), Path("charts/haproxy-template-controller/crds"))
 """Where ``--write`` puts the CRD, relative to the repository root."""

@@ -19,13 +19,14 @@ import click
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import (
+    KIND_DIRS,
     MAIN_CONFIG,
     FileEntry,
     FileKind,
     FileSet,
     RenderResult,
+    check_name,
 )
-from controller.render.fileset import KIND_DIRS, check_name
 from controller.resources import (
     InvalidObject,
     Manifest,
@@ -36,13 +37,12 @@ from controller.resources import (
     load_manifests,
     object_key,
     object_ref,
+    unwatched_note,
 )
-from controller.resources.manifests import unwatched_note
-from controller.spec.loader import Locate, load_config_located
-from controller.spec.models import KIND, HAProxyTemplateConfig
+from controller.spec import KIND, HAProxyTemplateConfig, Locate, load_config_located
 
 if TYPE_CHECKING:
-    from controller.validation.rules import RuleSet
+    from controller.validation import RuleSet
 
 __all__ = [
     "InputError",
@@ -166,7 +166,7 @@ def render_inputs(inputs: Inputs, ruleset: RuleSet | None = None) -> RenderResul
     """Render as reconcile does: the inline rules of the loaded objects first, then of each
     output right after it renders. ``htc render`` must not write, without a word, what the
     controller would refuse; the deferred rules are the pipeline's (``htc validate``)."""
-    from controller.validation.service import ruled_renderer  # heavy; only when rendering
+    from controller.validation import ruled_renderer  # heavy; only when rendering
 
     renderer = ruled_renderer(inputs.config.spec, locate=inputs.locate, ruleset=ruleset)
     return renderer.render(inputs.store.snapshot(), http=inputs.http)

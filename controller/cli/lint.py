@@ -20,18 +20,27 @@ from controller.cli.inputs import echo_diagnostics
 from controller.cli.options import format_option, output_option, severity_option, strict_option
 from controller.cli.output import EXIT_USAGE, write_output
 from controller.diagnostics import Diagnostic, Location, Phase, make
-from controller.spec.loader import PathKey, not_exactly_one, parse_config, read_documents
-from controller.spec.models import KIND, HAProxyTemplateConfig
+from controller.spec import (
+    KIND,
+    HAProxyTemplateConfig,
+    PathKey,
+    not_exactly_one,
+    parse_config,
+    read_documents,
+)
 from controller.validation import (
     FORMATS,
     InvalidOptionError,
+    Locator,
     ValidationOptions,
     ValidationReport,
     format_report,
+    lint_report,
+    lint_spec,
+    sarif_log,
+    spec_failure_report,
+    spec_locator,
 )
-from controller.validation.formats.sarif import sarif_log
-from controller.validation.lint import lint_report, lint_spec, spec_failure_report, spec_locator
-from controller.validation.rules import Locator
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1

@@ -16,9 +16,9 @@ import click
 import structlog
 
 from controller.cli.progress import loaded_summary
-from controller.deploy.binary import HAProxyNotFound
-from controller.local.app import LocalApp, LocalOptions
-from controller.observability.logging import configure
+from controller.deploy import HAProxyNotFound
+from controller.local import LocalApp, LocalOptions
+from controller.observability import configure
 
 
 class CannotStart(click.ClickException):

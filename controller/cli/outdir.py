@@ -19,8 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from controller.render import MAIN_CONFIG, FileSet
-from controller.render.fileset import KIND_DIRS
+from controller.render import KIND_DIRS, MAIN_CONFIG, FileSet
 
 __all__ = ["OutputDirError", "replace_dir", "write_files"]
 

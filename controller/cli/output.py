@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from controller.observability.logging import configure as configure_logging
+from controller.observability import configure as configure_logging
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "quiet_logs", "write_output"]
 

@@ -15,9 +15,8 @@ import click
 
 from controller.cli.local import CannotStart
 from controller.deploy import HAProxyNotFound
-from controller.observability.logging import configure
-from controller.operator import OperatorApp, OperatorOptions
-from controller.operator.fleet_pods import DataplaneSettings
+from controller.observability import configure
+from controller.operator import DataplaneSettings, OperatorApp, OperatorOptions
 
 
 @click.command(name="run")

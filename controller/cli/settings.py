@@ -19,10 +19,14 @@ from pydantic import ValidationError
 
 from controller.cli.inputs import InputError
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
-from controller.spec.crd import prune_nulls
-from controller.spec.errors import describe_error, format_path
-from controller.spec.loader import read_documents
-from controller.spec.models import KIND, ValidationSettings
+from controller.spec import (
+    KIND,
+    ValidationSettings,
+    describe_error,
+    format_path,
+    prune_nulls,
+    read_documents,
+)
 
 __all__ = ["load_settings"]
 

@@ -23,14 +23,16 @@ from controller.cli.lint import load_located
 from controller.cli.options import format_option, haproxy_option, output_option
 from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
 from controller.diagnostics import Severity
-from controller.validation.lint import lint_report, lint_spec, spec_failure_report
-from controller.validation.report import ValidationReport
-from controller.validation.testing import (
+from controller.validation import (
     TEST_FORMATS,
     SuiteReport,
     TestRunner,
+    ValidationReport,
     format_suite,
+    lint_report,
+    lint_spec,
     select_tests,
+    spec_failure_report,
 )
 
 EXIT_PASSED = 0

@@ -36,21 +36,24 @@ from controller.cli.progress import loaded_summary, step
 from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
 from controller.render import RenderResult
-from controller.spec.loader import Locate
-from controller.spec.models import HAProxyTemplateConfigSpec, ValidationSettings
+from controller.spec import HAProxyTemplateConfigSpec, Locate, ValidationSettings
 from controller.validation import (
     FORMATS,
+    Counts,
     InvalidOptionError,
     Pipeline,
     PipelineSetupError,
+    ReportMetadata,
+    ReportStatus,
     ValidationOptions,
     ValidationReport,
+    config_origin,
+    default_engine,
+    evaluate,
     format_report,
+    paused_gc,
+    with_origins,
 )
-from controller.validation.gcpause import paused_gc
-from controller.validation.lint.locations import config_origin, with_origins
-from controller.validation.report import Counts, ReportMetadata, ReportStatus
-from controller.validation.service import default_engine, evaluate
 
 EXIT_VALID = 0
 EXIT_INVALID = 1

@@ -10,7 +10,7 @@ import yaml
 from controller.cli.inputs import echo_diagnostics
 from controller.cli.lint import load_located
 from controller.cli.output import EXIT_USAGE
-from controller.spec.webhook_config import webhook_configuration
+from controller.spec import webhook_configuration
 
 
 @click.command(name="webhook-config")

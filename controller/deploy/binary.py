@@ -45,7 +45,7 @@ def _find(candidates: tuple[str | None, ...]) -> str:
 
 
 def _usable(path: str) -> str:
-    from controller.validation.haproxy import HaproxyBinary, HaproxyBinaryError
+    from controller.validation import HaproxyBinary, HaproxyBinaryError
 
     try:
         HaproxyBinary.detect(path)  # cached: the pipeline's own detection reuses the answer

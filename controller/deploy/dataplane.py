@@ -48,11 +48,9 @@ from controller.deploy.dataplane_equiv import differences, strip_api_comments
 from controller.deploy.haproxy_log import diagnostics_from_log
 from controller.deploy.target import DeployOutcome, DeployResult
 from controller.diagnostics import Diagnostic, Phase, make
-from controller.observability.logging import get_logger
-from controller.observability.metrics import METRICS, Metrics
-from controller.render import MAIN_CONFIG, FileEntry, FileKind, FileSet
-from controller.render.fileset import KIND_DIRS
-from controller.validation.validated import ValidatedFileSet
+from controller.observability import METRICS, Metrics, get_logger
+from controller.render import KIND_DIRS, MAIN_CONFIG, FileEntry, FileKind, FileSet
+from controller.validation import ValidatedFileSet
 
 __all__ = ["DataplaneDetail", "DataplaneTarget", "storage_name"]
 

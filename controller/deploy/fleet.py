@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controller.deploy.target import DeployOutcome, DeployResult, DeployTarget
-from controller.observability.logging import get_logger
-from controller.validation.validated import ValidatedFileSet
+from controller.observability import get_logger
+from controller.validation import ValidatedFileSet
 
 __all__ = ["Fleet", "FleetDetail", "TargetStatus"]
 

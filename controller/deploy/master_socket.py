@@ -33,10 +33,9 @@ from controller.deploy.target import (
     MasterSocketDetail,
 )
 from controller.diagnostics import Diagnostic, Phase, make
-from controller.observability.logging import get_logger
-from controller.observability.metrics import METRICS, Metrics
+from controller.observability import METRICS, Metrics, get_logger
 from controller.render import FileSet
-from controller.validation.validated import ValidatedFileSet
+from controller.validation import ValidatedFileSet
 
 __all__ = ["MasterSocketTarget"]
 

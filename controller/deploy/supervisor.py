@@ -35,8 +35,7 @@ from pathlib import Path
 from controller.deploy.master_cli import MasterCli, MasterCliError
 from controller.deploy.target import StartResult
 from controller.diagnostics import Diagnostic, Phase, make
-from controller.observability.logging import get_logger
-from controller.observability.metrics import METRICS, Metrics
+from controller.observability import METRICS, Metrics, get_logger
 from controller.render import MAIN_CONFIG
 
 __all__ = ["HAProxySupervisor"]

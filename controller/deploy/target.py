@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from controller.diagnostics import Diagnostic
-from controller.validation.validated import ValidatedFileSet
+from controller.validation import ValidatedFileSet
 
 __all__ = [
     "DeployDetail",

@@ -13,7 +13,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
-from controller.observability.text import escape_char
+from controller.observability import escape_char
 
 
 class Severity(StrEnum):

@@ -39,14 +39,20 @@ from controller.deploy import HAProxySupervisor, MasterSocketTarget, find_haprox
 from controller.diagnostics import Diagnostic, Location
 from controller.local.console import ConsoleSink
 from controller.local.directory import DirectoryAdapter
-from controller.observability.logging import get_logger
-from controller.observability.metrics import METRICS, Metrics
+from controller.observability import METRICS, Metrics, get_logger
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
-from controller.spec.loader import parse_config, read_documents
-from controller.spec.models import KIND, HAProxyTemplateConfigSpec, SecretKeyRef, WatchedResource
+from controller.spec import (
+    KIND,
+    HAProxyTemplateConfigSpec,
+    SecretKeyRef,
+    WatchedResource,
+    parse_config,
+    read_documents,
+)
 from controller.triggers import (
     Engine,
+    FetchError,
     HttpSources,
     ReconcileTrigger,
     SpecDecision,
@@ -54,9 +60,7 @@ from controller.triggers import (
     spec_rejection,
     with_listen,
 )
-from controller.triggers.http_sources import FetchError
-from controller.validation.lint import spec_locator
-from controller.validation.lint.locations import Origin, config_origin
+from controller.validation import Origin, config_origin, spec_locator
 
 __all__ = ["LocalApp", "LocalOptions"]
 

@@ -17,11 +17,9 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from controller.diagnostics import Diagnostic
-from controller.observability.text import escape_controls
+from controller.observability import escape_controls
 from controller.publish import Event, EventKind
-from controller.validation import format_report
-from controller.validation.lint.locations import Origin, with_origins
-from controller.validation.report import ValidationReport
+from controller.validation import Origin, ValidationReport, format_report, with_origins
 
 __all__ = ["ConsoleSink", "format_diagnostics", "safe_diagnostic"]
 

@@ -49,14 +49,14 @@ from controller.resources import (
     check_raw_watched,
     check_watched,
     collections_for,
+    iter_manifest_files,
     load_file,
     object_key,
     object_ref,
     thaw,
+    unwatched_note,
 )
-from controller.resources.manifests import iter_manifest_files, unwatched_note
-from controller.spec.loader import no_config_kind
-from controller.spec.models import API_GROUP, KIND, WatchedResource
+from controller.spec import API_GROUP, KIND, WatchedResource, no_config_kind
 
 _log = get_logger("controller.local")
 

@@ -46,8 +46,7 @@ from controller.deploy import (
     find_haproxy,
 )
 from controller.diagnostics import Diagnostic, Phase, make
-from controller.observability.logging import get_logger
-from controller.observability.metrics import METRICS, Metrics
+from controller.observability import METRICS, Metrics, get_logger
 from controller.operator.fleet_pods import DataplaneSettings, FleetPods
 from controller.operator.ingress_status import IngressStatus
 from controller.operator.kube import KubeConnection, connect
@@ -66,11 +65,16 @@ from controller.operator.watchset import (
 from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
 from controller.resources import Store
-from controller.spec.loader import parse_config
-from controller.spec.models import HAProxyTemplateConfigSpec, SecretKeyRef, WatchedResource
-from controller.triggers import ReconcileTrigger, default_engine, spec_rejection, with_listen
-from controller.triggers.admission import AdmissionDecision, AdmissionJudge
-from controller.triggers.http_sources import HttpSources
+from controller.spec import HAProxyTemplateConfigSpec, SecretKeyRef, WatchedResource, parse_config
+from controller.triggers import (
+    AdmissionDecision,
+    AdmissionJudge,
+    HttpSources,
+    ReconcileTrigger,
+    default_engine,
+    spec_rejection,
+    with_listen,
+)
 
 __all__ = ["OperatorApp", "OperatorOptions"]
 

@@ -41,8 +41,7 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from controller.deploy import DataplaneClient, DataplaneTarget, Fleet
-from controller.observability.logging import get_logger
-from controller.observability.metrics import Metrics
+from controller.observability import Metrics, get_logger
 
 __all__ = ["DataplaneSettings", "FleetPods", "PodState", "pod_state"]
 

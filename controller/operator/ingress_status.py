@@ -21,10 +21,9 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.observability.logging import get_logger
-from controller.observability.metrics import Metrics
+from controller.observability import Metrics, get_logger
 from controller.publish import Event, EventKind
-from controller.resources.api import StoreView
+from controller.resources import StoreView
 
 __all__ = ["IngressStatus"]
 

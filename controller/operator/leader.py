@@ -22,8 +22,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from controller.observability.logging import get_logger
-from controller.observability.metrics import Metrics
+from controller.observability import Metrics, get_logger
 
 __all__ = ["LeaderElector", "LeaseSettings"]
 

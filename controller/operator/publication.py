@@ -29,11 +29,9 @@ from typing import Any
 from kubernetes import client
 
 from controller.diagnostics import Diagnostic, Severity
-from controller.observability.logging import get_logger
-from controller.observability.metrics import Metrics
+from controller.observability import Metrics, get_logger
 from controller.operator.watchset import CONFIG_GROUP, CONFIG_PLURAL, CONFIG_VERSION
-from controller.publish import Event, EventKind
-from controller.publish.events import now_rfc3339
+from controller.publish import Event, EventKind, now_rfc3339
 
 __all__ = ["ClusterPublication"]
 

@@ -33,10 +33,10 @@ from typing import Any, Literal
 
 import kopf
 
-from controller.observability.logging import get_logger
+from controller.observability import get_logger
 from controller.operator.kube import KubeConnection
 from controller.resources import Store
-from controller.spec.models import LabelSelector, WatchedResource
+from controller.spec import LabelSelector, WatchedResource
 
 __all__ = [
     "CONFIG_GROUP",

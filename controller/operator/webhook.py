@@ -29,12 +29,11 @@ from typing import Any
 
 from aiohttp import web
 
-from controller.observability.logging import get_logger
+from controller.observability import get_logger
 from controller.operator.watchset import CONFIG_GROUP
 from controller.resources import InvalidObject, object_key
-from controller.spec.loader import parse_config
-from controller.spec.models import HAProxyTemplateConfigSpec, WatchedResource
-from controller.triggers.admission import AdmissionDecision, AdmissionJudge
+from controller.spec import HAProxyTemplateConfigSpec, WatchedResource, parse_config
+from controller.triggers import AdmissionDecision, AdmissionJudge
 
 __all__ = ["WebhookServer", "WebhookSettings"]
 

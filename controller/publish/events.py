@@ -17,8 +17,7 @@ from typing import Protocol
 
 from controller.diagnostics import Diagnostic
 from controller.render import RenderResult
-from controller.validation.report import ValidationReport
-from controller.validation.validated import ValidatedFileSet
+from controller.validation import ValidatedFileSet, ValidationReport
 
 __all__ = ["DeployResult", "Event", "EventKind", "now_rfc3339"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from controller.observability.metrics import CONTENT_TYPE_LATEST, Metrics
+from controller.observability import CONTENT_TYPE_LATEST, Metrics
 from controller.publish.status import StatusBoard
 
 __all__ = ["StatusServer", "parse_addr"]

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from controller.diagnostics import Phase
-from controller.observability.logging import get_logger
-from controller.observability.metrics import METRICS, Metrics
+from controller.observability import METRICS, Metrics, get_logger
 from controller.publish.events import Event, EventKind
-from controller.validation.report import ReportStatus, ValidationReport
+from controller.validation import ReportStatus, ValidationReport
 
 __all__ = ["Publisher", "Sink"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from controller.diagnostics import Diagnostic, Severity
 from controller.publish.events import Event, EventKind
-from controller.validation.report import ValidationReport
+from controller.validation import ValidationReport
 
 __all__ = ["StatusBoard"]
 

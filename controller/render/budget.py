@@ -33,7 +33,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from controller.render.grown import GrownList
-from controller.resources.frozen import FrozenDict
+from controller.resources import FrozenDict
 
 __all__ = [
     "BudgetExceeded",

@@ -15,7 +15,7 @@ from typing import Any
 from jinja2 import StrictUndefined
 
 from controller.render.fileset import FileKind, path_for
-from controller.resources.api import CollectionView, StoreView
+from controller.resources import CollectionView, StoreView
 
 
 @dataclass(frozen=True, slots=True)

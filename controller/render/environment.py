@@ -36,7 +36,7 @@ from controller.diagnostics import TemplateLocation
 from controller.render.budget import metered_loop
 from controller.render.grown import grow, mark_shared
 from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
-from controller.resources.frozen import FrozenDict
+from controller.resources import FrozenDict
 
 MAX_RANGE = 100_000
 MAX_REPEAT = 1_000_000

@@ -16,7 +16,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from controller.spec.names import check_output_name
+from controller.spec import check_output_name
 
 MAIN_CONFIG = "haproxy.cfg"
 

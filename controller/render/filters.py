@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from jinja2.runtime import Undefined
 
-from controller.resources.paths import MISSING, FieldPath, FieldPathError, lookup, parse_path
+from controller.resources import MISSING, FieldPath, FieldPathError, lookup, parse_path
 
 
 class FilterError(ValueError):

@@ -44,7 +44,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from controller.resources.api import CollectionView, StoreView
+from controller.resources import CollectionView, StoreView
 
 __all__ = [
     "Read",

@@ -62,8 +62,8 @@ from controller.render.result import (
 )
 from controller.render.snippets import SHARED_NAMES, SnippetLoader, SnippetTemplate
 from controller.render.sourcemap import LazyLines
-from controller.resources.api import StoreView
-from controller.spec.models import HAProxyTemplateConfigSpec, Output
+from controller.resources import StoreView
+from controller.spec import HAProxyTemplateConfigSpec, Output
 
 AfterOutput = Callable[[str, RenderedOutput], Sequence[Diagnostic]]
 """Called right after an output renders; an error-severity diagnostic fails that output and

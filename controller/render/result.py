@@ -8,7 +8,7 @@ from typing import Any
 
 from controller.diagnostics import Diagnostic, Severity, TemplateLocation
 from controller.render.fileset import FileSet
-from controller.resources.api import StoreView
+from controller.resources import StoreView
 
 
 @dataclass(frozen=True, slots=True)

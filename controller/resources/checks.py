@@ -21,8 +21,8 @@ from controller.resources.paths import (
     parse_path,
     strip_tree,
 )
-from controller.spec.errors import format_path as spec_path_text
-from controller.spec.models import WatchedResource
+from controller.spec import WatchedResource
+from controller.spec import format_path as spec_path_text
 
 SpecPath = tuple[str | int, ...]
 """Where in the HAProxyTemplateConfig a finding is: ``("spec", "watchedResources", "x", ...)``."""

@@ -36,7 +36,7 @@ from controller.resources.paths import (
     scalar_text,
     strip_tree,
 )
-from controller.spec.models import WatchedResource
+from controller.spec import WatchedResource
 
 _NAMESPACE_PATH: FieldPath = ("metadata", "namespace")
 

@@ -33,9 +33,8 @@ import yaml
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.resources.collection import object_ref
 from controller.resources.frozen import FrozenDict
-from controller.spec.loader import MAX_NODES, PathKey, read_documents
+from controller.spec import MAX_NODES, PathKey, WatchedResource, read_documents
 from controller.spec.loader import _Loader as _ConfigLoader
-from controller.spec.models import WatchedResource
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

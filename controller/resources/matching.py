@@ -22,8 +22,7 @@ from controller.resources.paths import (
     parse_path,
     scalar_text,
 )
-from controller.spec.models import LabelSelector, WatchedResource
-from controller.spec.names import field_selector_error
+from controller.spec import LabelSelector, WatchedResource, field_selector_error
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace; namespace selectors commonly rely on it."""

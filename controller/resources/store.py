@@ -33,7 +33,7 @@ from controller.resources.collection import (
     normalise_keys,
     object_key,
 )
-from controller.spec.models import HAProxyTemplateConfig, HAProxyTemplateConfigSpec, WatchedResource
+from controller.spec import HAProxyTemplateConfig, HAProxyTemplateConfigSpec, WatchedResource
 
 _log = get_logger("controller.resources")
 

@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from controller.diagnostics import Diagnostic, Severity
-from controller.observability.logging import get_logger
-from controller.resources import Overlay
-from controller.resources.api import IndexedStoreView
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.observability import get_logger
+from controller.resources import IndexedStoreView, Overlay
+from controller.spec import HAProxyTemplateConfigSpec
 from controller.triggers.engine import Engine, EngineFactory, evaluate
-from controller.validation.report import ValidationReport
+from controller.validation import ValidationReport
 
 __all__ = ["AdmissionDecision", "AdmissionJudge", "short_reason"]
 

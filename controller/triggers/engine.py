@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controller.diagnostics import Diagnostic, Phase, make
-from controller.publish.events import Event, EventKind
-from controller.spec.models import HAProxyTemplateConfigSpec
-from controller.validation.service import (
+from controller.publish import Event, EventKind
+from controller.spec import HAProxyTemplateConfigSpec
+from controller.validation import (
     CheckerLike,
     Engine,
     EngineFactory,

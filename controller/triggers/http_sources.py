@@ -39,12 +39,10 @@ from typing import Any
 import aiohttp
 
 from controller.diagnostics import Phase, make
-from controller.observability.logging import get_logger
-from controller.observability.metrics import Metrics
-from controller.publish.events import Event, EventKind, now_rfc3339
-from controller.publish.publisher import Publisher
-from controller.resources.api import StoreView
-from controller.spec.models import HttpSource, SecretKeyRef
+from controller.observability import Metrics, get_logger
+from controller.publish import Event, EventKind, Publisher, now_rfc3339
+from controller.resources import StoreView
+from controller.spec import HttpSource, SecretKeyRef
 from controller.triggers.engine import Engine, evaluate
 from controller.triggers.reconcile import ReconcileTrigger
 

@@ -42,19 +42,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from controller.deploy.target import DeployResult, DeployTarget
+from controller.deploy import DeployResult, DeployTarget
 from controller.diagnostics import Diagnostic, Phase, make
-from controller.observability.logging import bind, get_logger, object_ref
-from controller.observability.metrics import METRICS, Metrics
-from controller.publish.events import Event, EventKind
-from controller.publish.publisher import Publisher
+from controller.observability import METRICS, Metrics, bind, get_logger, object_ref
+from controller.publish import Event, EventKind, Publisher
 from controller.render import RenderResult
-from controller.resources.api import StoreView
-from controller.spec.models import HAProxyTemplateConfigSpec, ReconcileSettings
+from controller.resources import StoreView
+from controller.spec import HAProxyTemplateConfigSpec, ReconcileSettings
 from controller.triggers.clock import Clock
 from controller.triggers.engine import Engine, EngineFactory, VerdictLike, evaluate, failure_report
-from controller.validation.report import ValidationReport
-from controller.validation.validated import ValidatedFileSet
+from controller.validation import ValidatedFileSet, ValidationReport
 
 __all__ = [
     "Engine",

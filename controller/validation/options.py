@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from controller.diagnostics import Diagnostic, Phase, Severity
-from controller.spec.models import ValidationSettings
+from controller.spec import ValidationSettings
 
 __all__ = [
     "InvalidFilterError",

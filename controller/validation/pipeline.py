@@ -59,7 +59,7 @@ from controller.validation.validated import (
 )
 
 if TYPE_CHECKING:
-    from controller.spec.models import HAProxyTemplateConfigSpec, ValidationSettings
+    from controller.spec import HAProxyTemplateConfigSpec, ValidationSettings
 
 __all__ = ["Pipeline", "PipelineSetupError", "Verdict"]
 

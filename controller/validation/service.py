@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.diagnostics import Diagnostic, Phase, RuleId, make
-from controller.observability.logging import get_logger
+from controller.observability import get_logger
 from controller.render import FileSet, RenderResult
-from controller.resources.api import StoreView
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.resources import StoreView
+from controller.spec import HAProxyTemplateConfigSpec
 from controller.validation.options import ValidationOptions
 from controller.validation.report import ReportMetadata, ReportStatus, ValidationReport
 from controller.validation.validated import ValidatedFileSet

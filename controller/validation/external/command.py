@@ -14,7 +14,7 @@ import shutil
 from dataclasses import replace
 
 from controller.render import FileSet
-from controller.spec.models import ExternalValidator
+from controller.spec import ExternalValidator
 from controller.validation.external.contract import ContractError, manifest, parse_answer
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.redact import Redactor

@@ -13,7 +13,7 @@ import ssl
 import aiohttp
 
 from controller.render import FileSet
-from controller.spec.models import ExternalValidator
+from controller.spec import ExternalValidator
 from controller.validation.external.contract import ContractError, parse_answer, payload
 from controller.validation.external.outcome import RunOutcome, Verdict
 from controller.validation.redact import Redactor

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render import SourceMap
-from controller.spec.models import ExternalValidator, FailurePolicy
+from controller.spec import ExternalValidator, FailurePolicy
 from controller.validation.external.command import VALIDATOR_POLICY, run_command
 from controller.validation.external.contract import MAX_FINDINGS, Finding
 from controller.validation.external.outcome import RunOutcome, Verdict

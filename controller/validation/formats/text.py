@@ -10,7 +10,7 @@ the first few; the stages that did not run are one line, not one finding each.
 from __future__ import annotations
 
 from controller.diagnostics import Diagnostic, Severity, TemplateLocation
-from controller.observability.text import escape_controls
+from controller.observability import escape_controls
 from controller.render import FileKind, RenderResult
 from controller.validation.report import ValidationReport
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from controller.diagnostics import Diagnostic, Location, Phase, Severity, make
 from controller.render import Renderer
-from controller.spec.models import HAProxyTemplateConfigSpec, ValidateBlock
+from controller.spec import HAProxyTemplateConfigSpec, ValidateBlock
 from controller.validation.finalize import finalize
 from controller.validation.lint.embedded import assertion_problems, lint_tests
 from controller.validation.lint.locations import in_config

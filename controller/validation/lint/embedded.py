@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection
 
 from controller.diagnostics import RULES, Diagnostic, Phase, RuleId, make
-from controller.spec.models import AssertionType, EmbeddedTest, TestAssertion
+from controller.spec import AssertionType, EmbeddedTest, TestAssertion
 from controller.validation.rules.compiled import Locator, PathKey
 
 __all__ = ["assertion_problems", "lint_tests"]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from controller.diagnostics import Diagnostic, Location, TemplateLocation
 from controller.render import MAIN_CONFIG, Renderer
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.spec import HAProxyTemplateConfigSpec
 from controller.validation.rules.compiled import Locator, PathKey
 
 __all__ = [

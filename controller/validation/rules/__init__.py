@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.spec import HAProxyTemplateConfigSpec
 from controller.validation.rules.budget import (
     DEFAULT_TIME_BUDGET,
     Isolation,

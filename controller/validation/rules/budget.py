@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from controller.diagnostics import Phase
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.spec import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion
 from controller.validation.rules import deadline
 from controller.validation.rules.cel import ITERATION_BUDGET

@@ -25,7 +25,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_encoders, ext_math, ext_optional, ext_strings
 
-from controller.resources.frozen import FrozenDict
+from controller.resources import FrozenDict
 from controller.validation.rules import natives
 from controller.validation.rules.refs import VARIABLES
 

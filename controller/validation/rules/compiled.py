@@ -21,13 +21,13 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
-from controller.render.fileset import MAIN_CONFIG, FileKind, path_for
-from controller.spec.errors import format_path
-from controller.spec.models import (
+from controller.render import MAIN_CONFIG, FileKind, path_for
+from controller.spec import (
     HAProxyTemplateConfigSpec,
     RuleSeverity,
     ValidateBlock,
     ValidationRule,
+    format_path,
 )
 from controller.validation.rules.cel import CompileError, Program
 from controller.validation.rules.classify import Analysis, analyse

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
-from controller.render.scc import strongly_connected
+from controller.render import strongly_connected
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import iteration_exhaustion
 from controller.validation.rules.cel import BudgetExceeded

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
-from controller.observability.text import escape_controls
+from controller.observability import escape_controls
 from controller.render import RenderedOutput
 from controller.resources import object_ref
 from controller.validation.report import BudgetExhaustion, RuleCounters

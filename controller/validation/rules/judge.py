@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
-from controller.observability.text import escape_controls
+from controller.observability import escape_controls
 from controller.validation.rules.cel import EvalError, Program, evaluate
 from controller.validation.rules.compiled import CompiledRule
 

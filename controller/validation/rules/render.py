@@ -35,8 +35,8 @@ from controller.render import (
     RenderResult,
     RuleTally,
 )
-from controller.resources.api import StoreView
-from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.resources import StoreView
+from controller.spec import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import (
     DEFAULT_TIME_BUDGET,

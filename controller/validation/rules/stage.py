@@ -18,8 +18,7 @@ from typing import Any, overload
 
 from controller.diagnostics import Phase
 from controller.render import RenderResult
-from controller.resources import object_ref
-from controller.resources.api import StoreView
+from controller.resources import StoreView, object_ref
 from controller.validation.report import RuleCounters
 from controller.validation.rules.budget import (
     DEFAULT_TIME_BUDGET,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.render import RenderResult
-from controller.spec.models import AssertionType, TestAssertion
+from controller.spec import AssertionType, TestAssertion
 from controller.validation.report import ValidationReport
 from controller.validation.testing.model import AssertionResult
 

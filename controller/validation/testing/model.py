@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from controller.diagnostics import Diagnostic
-from controller.spec.models import AssertionType
+from controller.spec import AssertionType
 from controller.validation.report import ValidationReport
 
 __all__ = ["AssertionResult", "SuiteReport", "TestResult", "TestStatus"]

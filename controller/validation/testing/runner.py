@@ -27,7 +27,7 @@ from typing import Any
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.render import RenderResult
 from controller.resources import InvalidObject, Store, StoreConfigError, UnknownCollection
-from controller.spec.models import AssertionType, EmbeddedTest, HAProxyTemplateConfig
+from controller.spec import AssertionType, EmbeddedTest, HAProxyTemplateConfig
 from controller.validation.lint.embedded import assertion_problems
 from controller.validation.pipeline import Pipeline, PipelineSetupError
 from controller.validation.report import ValidationReport
