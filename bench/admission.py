@@ -8,7 +8,8 @@ objects) with the quickstart library. Figures:
 
 - ``singleP50Ms`` / ``singleP99Ms``: one distinct proposal at a time (an Ingress update whose
   output changes), end to end through HTTPS;
-- ``concurrentP50Ms`` / ``concurrentP99Ms``: ``--concurrency`` distinct creates at once;
+- ``concurrentP50Ms`` / ``concurrentP99Ms``: ``--concurrency`` distinct creates at once
+  (``concurrentDenied``: how many of them were denied, by the deadline when overloaded);
 - ``unchangedP99Ms``: proposals the templates ignore (another ingress class): the output
   checksum is unchanged, so the verdict cache answers;
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median); ``cores``;
@@ -187,6 +188,21 @@ async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[
                 ms, ok = await post(session, url, review(f"s{k}", "UPDATE", new, ingress(k % n)))
                 assert ok, "a valid proposal was denied"
                 single.append(ms)
+            unchanged = []
+            for k in range(50):
+                other = ingress(n + 10_000 + k)
+                other["spec"]["ingressClassName"] = "someone-else"
+                ms, ok = await post(session, url, review(f"u{k}", "CREATE", other, None))
+                assert ok
+                unchanged.append(ms)
+            through_api: dict[str, Any] = {}
+            if applies > 0:
+                base = f"https://127.0.0.1:{server.port}"
+                through_api = await asyncio.to_thread(
+                    kubectl_applies, spec, base, ca, lambda: server.requests, n + 20_000, applies
+                )
+            # The burst comes last: judgements that miss their deadline are answered (denied)
+            # but keep running, and would queue any request measured after them.
             creates = [ingress(n + k) for k in range(concurrency)]
             for c in creates:  # route to an existing Service: the create stays valid
                 c["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "svc-0"
@@ -196,19 +212,7 @@ async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[
                   for k, c in enumerate(creates))
             )  # fmt: skip
             concurrent = [ms for ms, _ in results]
-            unchanged = []
-            for k in range(50):
-                other = ingress(n + 10_000 + k)
-                other["spec"]["ingressClassName"] = "someone-else"
-                ms, ok = await post(session, url, review(f"u{k}", "CREATE", other, None))
-                assert ok
-                unchanged.append(ms)
-        through_api: dict[str, Any] = {}
-        if applies > 0:
-            base = f"https://127.0.0.1:{server.port}"
-            through_api = await asyncio.to_thread(
-                kubectl_applies, spec, base, ca, lambda: server.requests, n + 20_000, applies
-            )
+            concurrent_denied = sum(1 for _, ok in results if not ok)
     finally:
         await server.stop()
     render = engine.renderer.render(store.snapshot())
@@ -234,6 +238,7 @@ async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[
         "singleP99Ms": pct(single, 0.99),
         "concurrentP50Ms": pct(concurrent, 0.5),
         "concurrentP99Ms": pct(concurrent, 0.99),
+        "concurrentDenied": concurrent_denied,
         "unchangedP99Ms": pct(unchanged, 0.99),
         "haproxyMs": round(hms, 1),
         "cores": cores,
