@@ -34,7 +34,7 @@ from controller.render.budget import current as current_meter
 from controller.render.context import Resources
 from controller.render.grown import GrownList, mark_shared
 from controller.render.incremental import Read, Recorder, TracingView, current_recorder, unchanged
-from controller.resources.frozen import FrozenDict
+from controller.resources import FrozenDict
 
 SHARED_NAMES = frozenset({"resources", "http", "extraContext", "path_for"})
 """Context variables that are the same for every output of one render."""
