@@ -7,8 +7,10 @@ added to or dropped from one of them is an API change; this test makes it a visi
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -328,3 +330,31 @@ def test_every_layer_package_is_pinned() -> None:
         if info.ispkg and info.name != "testbed"
     }
     assert packages <= set(EXPORTS), sorted(packages - set(EXPORTS))
+
+
+# Imports that reach into another layer's module on purpose: the CLI is loaded lazily (its
+# package exports only the group), and the manifest reader shares the spec loader's private
+# YAML loader class.
+REACHING_IN = {
+    ("controller/demo.py", "controller.cli.local"),
+    ("controller/resources/manifests.py", "controller.spec.loader"),
+}
+
+
+def test_other_layers_import_through_the_package() -> None:
+    """``from controller.spec import X``, never ``from controller.spec.models import X``, when
+    the importer is outside ``controller.spec``: a layer's modules may move; its exports stay."""
+    root = Path(controller.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        own = rel.split("/")[1] if rel.count("/") > 1 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+                continue
+            parts = node.module.split(".")
+            if parts[0] != "controller" or len(parts) < 3 or parts[1] in (own, "testbed"):
+                continue
+            if (rel, node.module) not in REACHING_IN:
+                found.append(f"{rel}:{node.lineno}: from {node.module} import …")
+    assert not found, "\n".join(found)
