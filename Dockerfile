@@ -5,12 +5,14 @@
 # Two stages: the first builds wheels (ours and every dependency's) with the build tools a
 # source distribution may need; the second installs only those wheels, offline, on the same
 # pinned base, plus Debian's haproxy (2.6 on bookworm) for `haproxy -c` and --deploy embedded.
-# The base is pinned by full version and Debian release; tests/packaging/test_dockerfile.py
-# checks that, hadolint, the non-root user and the entrypoint statically (no Docker engine
-# runs where the tests do).
-ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+# The base is pinned by full version and Debian release, once, as the stage both others start
+# from (written out rather than through an ARG, so static checkers see the pinned tag);
+# tests/packaging/test_dockerfile.py checks that, hadolint, the non-root user and the
+# entrypoint statically (no Docker engine runs where the tests do), and
+# tests/packaging/test_checkov.py runs checkov on it.
+FROM python:3.11.11-slim-bookworm AS base
 
-FROM ${PYTHON_IMAGE} AS build
+FROM base AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
@@ -18,7 +20,7 @@ COPY pyproject.toml README.md ./
 COPY controller ./controller
 RUN pip wheel --wheel-dir /wheels .
 
-FROM ${PYTHON_IMAGE}
+FROM base
 LABEL org.opencontainers.image.title="haproxy-template-controller" \
       org.opencontainers.image.description="Renders HAProxy configurations from templates; deploys only what passed every validation stage" \
       org.opencontainers.image.licenses="Apache-2.0"

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install system-deps demo test test-fast lint fmt crd bench clean cluster-build cluster podnet \
-	dataplaneapi-build
+	dataplaneapi-build checkov
 
 $(STAMP): pyproject.toml
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
@@ -45,13 +45,26 @@ cluster: cluster-build
 dataplaneapi-build:
 	@bash hack/dataplaneapi/build.sh >&2
 
+# checkov (tests/packaging/test_checkov.py) pins many dependencies the project shares, so it
+# lives in a venv of its own and never in $(VENV); the test runs $(CHECKOV_VENV)/bin/checkov.
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_VERSION := 3.3.30
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+$(CHECKOV_STAMP):
+	[ -x $(CHECKOV_VENV)/bin/python ] || $(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install -q 'checkov==$(CHECKOV_VERSION)'
+	touch $@
+
+checkov: $(CHECKOV_STAMP)
+
 # The test pod network (root): a bridge on 10.244.0.0/16, held until Ctrl-C.
 podnet: $(STAMP)
 	$(BIN)/python -m controller.testbed.podnet up
 
 # Everything CI runs: lint, then every test including the slow ones.
 # pytest exits 5 when nothing was collected; that is not a failure of the suite.
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps checkov lint
 	$(BIN)/python -m pytest -q -m ''; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
 
 # The quick loop while developing: no lint, no slow tests.
@@ -77,4 +90,4 @@ bench: $(STAMP)
 	$(BIN)/python -P bench/scale.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -120,10 +120,15 @@ def test_an_existing_secret_is_used_and_none_is_made() -> None:
     (container,) = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]["containers"]
     assert "--dataplane-secret=mine" in container["args"]
     assert one(docs, "Role", f"{FULL}-fleet")["rules"][1]["resourceNames"] == ["mine"]
-    init = one(docs, "Deployment", f"{FULL}-haproxy")["spec"]["template"]["spec"]["initContainers"][
-        0
-    ]
-    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in init["env"]} == {"mine"}
+    pod = one(docs, "Deployment", f"{FULL}-haproxy")["spec"]["template"]["spec"]
+    secrets = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    assert secrets == ["mine"]
+    # Mounted as files into the init container only; no container gets it as env vars.
+    (init,) = pod["initContainers"]
+    assert "/credentials" in {m["mountPath"] for m in init["volumeMounts"]}
+    for c in pod["containers"]:
+        assert "/credentials" not in {m["mountPath"] for m in c["volumeMounts"]}
+    assert not any("env" in c for c in [init, *pod["containers"]])
 
 
 def test_embedded_renders_no_fleet_objects() -> None:
@@ -169,7 +174,7 @@ class Pod:
 
     def __init__(self, root: Path, files: dict[str, str], http: int, api: int) -> None:
         self.root, self.http, self.api = root, http, api
-        for d in ("etc/haproxy", "run/haproxy", "tmp", "seed"):
+        for d in ("etc/haproxy", "run/haproxy", "tmp", "seed", "credentials"):
             (root / d).mkdir(parents=True)
         for name, text in files.items():
             (root / "seed" / name).write_text(self.moved(text))
@@ -177,7 +182,7 @@ class Pod:
     def moved(self, text: str) -> str:
         r = self.root
         moves = {"/etc/haproxy": f"{r}/etc/haproxy", "/run/haproxy": f"{r}/run/haproxy",
-                 "/tmp/": f"{r}/tmp/", "/seed/": f"{r}/seed/",
+                 "/tmp/": f"{r}/tmp/", "/seed/": f"{r}/seed/", "/credentials/": f"{r}/credentials/",
                  "bind :8080": f"bind 127.0.0.1:{self.http}",
                  "host: 0.0.0.0": "host: 127.0.0.1", "port: 5555": f"port: {self.api}"}  # fmt: skip
         # One pass: the temporary root itself contains /tmp/.
@@ -194,7 +199,10 @@ def pod(docs: list[dict[str, Any]], tmp_path: Path) -> Iterator[tuple[Pod, str, 
     files = seed(render({**FLEET, "fleet": {"haproxyBin": HAPROXY_28}}))
     p = Pod(tmp_path / "pod", files, free_port(), free_port())
     user, password = "controller", 'it\'s a pass:word "quoted"'
-    env = {"PATH": os.environ["PATH"], "DATAPLANE_USERNAME": user, "DATAPLANE_PASSWORD": password}
+    # The Secret's keys as the kubelet mounts them: one file each, no trailing newline added.
+    (p.root / "credentials" / "username").write_text(user)
+    (p.root / "credentials" / "password").write_text(password)
+    env = {"PATH": os.environ["PATH"]}
     subprocess.run(["sh", str(p.root / "seed" / "init.sh")], env=env, check=True)
     etc = p.root / "etc" / "haproxy"
     settings = yaml.safe_load((etc / "dataplaneapi.yaml").read_text())
