@@ -162,6 +162,10 @@ class _Kept:
     chars: int
     """What rendering it charged the size budget, shared modules apart."""
     modules: tuple[tuple[str, int], ...]
+    used: tuple[tuple[str, Any], ...]
+    """The shared modules it imported (name, module): it is kept only while this render's
+    modules are the very same objects (not re-evaluated, or evaluated again to the same
+    exports, see :mod:`controller.render.sameness`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,7 +536,7 @@ class Renderer:
                     dep_texts = tuple(
                         (x, rendered[x].content) for x in sorted(deps & rendered.keys())
                     )
-                    kept = self._kept(name, base, dep_texts, ctx["outputs"], view, resources)
+                    kept = self._kept(name, ctx, dep_texts, view, resources)
                     if kept is not None:
                         out, pieces, content = kept.output, kept.pieces, kept.content
                         text = out.content
@@ -564,6 +568,7 @@ class Renderer:
                             base["extraContext"],
                             meter.used_chars - before - recorder.module_chars,
                             tuple(recorder.modules.items()),
+                            tuple(recorder.used.items()),
                         )
                 except BudgetExceeded as exc:
                     diag = render_error(exc, output_path=d.path, fallback_template=name)
@@ -628,20 +633,20 @@ class Renderer:
     def _kept(
         self,
         name: str,
-        base: Mapping[str, Any],
+        ctx: dict[str, Any],
         dep_texts: tuple[tuple[str, str], ...],
-        outputs: Outputs,
         view: StoreView,
         resources: Resources,
     ) -> _Kept | None:
         """The previous render of ``name`` when nothing it read has changed, its size budget
         charged again (see :mod:`controller.render.incremental`)."""
         kept = self._memo.get(name)
+        outputs: Outputs = ctx["outputs"]
         if (
             kept is None
             or any(m in resources._tainted for m, _ in kept.modules)
-            or kept.http is not base["http"]
-            or kept.extra is not base["extraContext"]
+            or kept.http is not ctx["http"]
+            or kept.extra is not ctx["extraContext"]
             or kept.skipped != outputs._skipped
             or len(kept.deps) != len(dep_texts)
             or any(
@@ -649,6 +654,7 @@ class Renderer:
                 for a, b in zip(kept.deps, dep_texts, strict=True)
             )
             or not unchanged(view, kept.reads)
+            or not all(self._module_now(m, ctx) is module for m, module in kept.used)
         ):
             return None
         meter = _METER.get()
@@ -659,6 +665,27 @@ class Renderer:
                     resources._charged[module] = chars
                     meter.charge(chars)
         return kept
+
+    def _module_now(self, name: str, ctx: dict[str, Any]) -> Any:
+        """The shared module ``name`` as this render has it, obtained now if no output did
+        yet — as the output itself would obtain it on reaching its import: everything it read
+        before that import is unchanged, and a shared module reads only render-wide names.
+        A module that fails is None here; the output then renders and reports the failure as
+        it always does (with the size budget as it was, so the report is the same)."""
+        template = self._loader.templates.get(name)
+        if not isinstance(template, SnippetTemplate):
+            return None
+        meter = _METER.get()
+        before = meter.used_chars if meter is not None else 0
+        try:
+            # What an import `with context` passes: the output's globals and variables.
+            return template.make_module({**template.globals, **ctx}, True)
+        except BudgetExceeded:
+            raise
+        except Exception:
+            if meter is not None:
+                meter.used_chars = before
+            return None
 
     def _evaluate_when(
         self, d: OutputDef, when: Template, ctx: dict[str, Any]

@@ -22,19 +22,21 @@ render, which reuses it while nothing it read has changed (see
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import BaseLoader, Template, TemplateNotFound
 from jinja2.environment import TemplateModule
+from jinja2.runtime import Context
 from jinja2.utils import Namespace
 
 from controller.render.budget import current as current_meter
 from controller.render.context import Resources
-from controller.render.grown import GrownList, mark_shared
+from controller.render.grown import mark_shared
 from controller.render.incremental import Read, Recorder, TracingView, current_recorder, unchanged
-from controller.resources import FrozenDict
+from controller.render.sameness import same_module
 
 SHARED_NAMES = frozenset({"resources", "http", "extraContext", "path_for"})
 """Context variables that are the same for every output of one render."""
@@ -53,6 +55,8 @@ class SharedModule:
     namespaces: tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]
     """Its exported namespaces and their attributes when it was built: a later output may
     assign to them, and a changed module must not be reused."""
+    context: Context
+    """The context it was evaluated in: every top-level name it set, exported or not."""
 
     def intact(self) -> bool:
         for ns, attrs in self.namespaces:
@@ -66,36 +70,19 @@ _GONE = object()
 
 
 def _namespaces(
-    module: TemplateModule,
+    created: list[Namespace],
 ) -> tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]:
-    """Every namespace reachable from what ``module`` exports, with its attributes now.
-
-    Found through lists, tuples, dicts and other namespaces (stored objects are frozen and
-    hold none). A grown list inside one is marked shared, so a later append copies it
+    """The namespaces a module's evaluation created and left alive (every one its exports
+    can reach, see :func:`~controller.render.incremental.tracked_namespace`), each with its
+    attributes now. A grown list held by one is marked shared, so a later append copies it
     instead of changing what the module holds."""
     out: list[tuple[Namespace, tuple[tuple[str, Any], ...]]] = []
-    seen: set[int] = set()
-    todo: list[Any] = list(vars(module).values())
-    while todo:
-        value = todo.pop()
-        tp = type(value)
-        if tp in _LEAVES or id(value) in seen:
-            continue
-        seen.add(id(value))
-        if tp is Namespace:
-            attrs = object.__getattribute__(value, "_Namespace__attrs")
-            for v in attrs.values():
-                mark_shared(v)
-            out.append((value, tuple(attrs.items())))
-            todo.extend(attrs.values())
-        elif tp is dict:
-            todo.extend(value.values())
-        elif tp in (list, tuple, GrownList):
-            todo.extend(value)
+    for ns in created:
+        attrs = object.__getattribute__(ns, "_Namespace__attrs")
+        for v in attrs.values():
+            mark_shared(v)
+        out.append((ns, tuple(attrs.items())))
     return tuple(out)
-
-
-_LEAVES = frozenset({str, int, float, bool, type(None), bytes, FrozenDict})
 
 
 class SnippetTemplate(Template):
@@ -131,8 +118,12 @@ class SnippetTemplate(Template):
                 rec.module_chars += found.chars
             scope._charged.setdefault(name, found.chars)
         if rec is not None:
-            rec.reads.extend(found.reads)
             rec.modules[name] = found.chars
+            if rec.created is not None:  # a module importing this one may export these
+                rec.reads.extend(found.reads)
+                rec.created.extend(weakref.ref(ns) for ns, _ in found.namespaces)
+            else:  # an output: it depends on what the module is, not on what it read
+                rec.used[name] = found.module
         return found.module
 
     def _obtain(
@@ -156,14 +147,15 @@ class SnippetTemplate(Template):
             if meter is not None and self.name not in scope._charged:
                 meter.charge(memo.chars)
             return memo
-        recorder = Recorder()
+        recorder = Recorder(track_namespaces=True)
         token = current_recorder().set(recorder)
         before = meter.used_chars if meter is not None else 0
         already = scope._charged.get(self.name or "")
         if meter is not None and already is not None:
             meter.max_chars += already  # counted once per render, by whoever came first
         try:
-            module = super().make_module(vars, True, locals)
+            context = self.new_context(vars, True, locals)
+            module = TemplateModule(self, context)  # what Template.make_module does
         finally:
             current_recorder().reset(token)
             if meter is not None and already is not None:
@@ -171,7 +163,25 @@ class SnippetTemplate(Template):
         chars = (meter.used_chars - before) if meter is not None else 0
         if meter is not None and already is not None:
             meter.used_chars -= chars
-        found = SharedModule(module, tuple(recorder.reads), chars, http, extra, _namespaces(module))
+        reads = tuple(recorder.reads)
+        if (
+            memo is not None
+            and self.keep
+            and raw is not None
+            and memo.http is http
+            and memo.extra is extra
+            and memo.intact()
+            and same_module(memo.context, memo.module._body_stream, context, module._body_stream)
+        ):
+            # Evaluated again to the very same exports: the old module stays, so outputs
+            # that imported it can be kept (see controller.render.sameness).
+            found = SharedModule(
+                memo.module, reads, chars, http, extra, memo.namespaces, memo.context
+            )
+        else:
+            found = SharedModule(
+                module, reads, chars, http, extra, _namespaces(recorder.namespaces()), context
+            )
         if raw is not None and self.keep:
             self._memo = found
         return found

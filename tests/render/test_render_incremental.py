@@ -61,6 +61,19 @@ FEATURES: dict[str, Any] = {
                 "{% endfor %}{% endfor %}"
             )
         },
+        # shared; evaluated again whenever the number of Ingresses changes, to values that
+        # Python finds equal but a template can tell apart (1 and true, one list twice or
+        # two equal lists, the same text from another template line): never kept for them
+        "quirks": {
+            "template": (
+                "{% set label = none %}"
+                "{% set one = 1 if resources.ingresses | length is odd else true %}"
+                "{% set x = [1] %}"
+                "{% set pair = [x, x] if resources.ingresses | length is odd else [x, [1]] %}"
+                "{% if resources.ingresses | length is odd %}{% set label %}a{% endset %}"
+                "{% else %}\n{% set label %}a{% endset %}{% endif %}"
+            )
+        },
         "wrap": {
             "template": (
                 "{% macro box(title) %}# {{ title }}\n{{ caller() }}# end {{ title }}\n"
@@ -110,6 +123,12 @@ FEATURES: dict[str, Any] = {
             "template": (
                 "{% import 'table' as table with context %}{% set t = table.acc %}"
                 "{% set t.n = t.n + 1000 %}n {{ t.n }}\n"
+            )
+        },
+        "quirks.map": {
+            "template": (
+                "{% import 'quirks' as q with context %}"
+                "{{ q.label }} {{ q.one }} {{ q.pair[0] is sameas q.pair[1] }}\n"
             )
         },
         "late.map": {
@@ -354,6 +373,37 @@ def test_outputs_and_modules_whose_reads_did_not_change_are_kept() -> None:
     assert now["maps/paths.map"] is first["maps/paths.map"]
     assert now["haproxy.cfg"] is not first["haproxy.cfg"]
     assert _signature(result) == _signature(Renderer(spec).render(view))
+
+
+def test_an_ignored_object_keeps_every_output() -> None:
+    """An Ingress of another class is read (the routing module lists every Ingress), so the
+    module is evaluated again — to the very same exports: the old module stays, and every
+    output that imported it is kept (see controller.render.sameness)."""
+    spec = _quickstart()
+    store = _quickstart_store(spec)
+    r = Renderer(spec)
+    first = {e.path: e.content for e in r.render(store.snapshot()).files}
+    store.apply("ingresses", _ingress(9, 7))  # variant 7: ingressClassName "other"
+    view = store.snapshot()
+    result = r.render(view)
+    assert all(e.content is first[e.path] for e in result.files)
+    assert _signature(result) == _signature(Renderer(spec).render(view))
+
+
+def test_a_module_evaluated_to_distinguishable_values_is_not_kept() -> None:
+    """1 and true, [x, x] and [x, [1]], "a" from line 1 and "a" from line 2 are equal to
+    Python; quirks.map prints the difference, and renders again each time."""
+    spec = _features()
+    store = _quickstart_store(spec)
+    r = Renderer(spec)
+    for k in range(4, 7):
+        store.apply("ingresses", _ingress(k, k + 1))
+        view = store.snapshot()
+        got = r.render(view)
+        assert _signature(got) == _signature(Renderer(spec).render(view))
+        line = got.files.get("maps/quirks.map")
+        assert line is not None
+        assert line.content == (b"a 1 True\n" if k % 2 == 0 else b"a True False\n")
 
 
 def test_a_shared_module_an_output_changed_is_not_kept() -> None:
