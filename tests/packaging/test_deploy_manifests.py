@@ -204,11 +204,8 @@ def test_fleet_side_meets_the_controller_and_the_server_accepts_it(
     assert all(labels.get(k) == v for k, v in selector.items())
     controller_labels = controller["spec"]["template"]["metadata"]["labels"]
     assert not all(controller_labels.get(k) == v for k, v in selector.items())
-    secrets = {
-        e["valueFrom"]["secretKeyRef"]["name"]
-        for c in haproxy["spec"]["initContainers"]
-        for e in c["env"]
-    }
+    # The Secret the controller reads is the one the pods' init container mounts as files.
+    secrets = {v["secret"]["secretName"] for v in haproxy["spec"]["volumes"] if "secret" in v}
     assert secrets == {ctx.params["dataplane_secret"]}
     rbac = [
         d for d in built if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-fleet")

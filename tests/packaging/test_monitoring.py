@@ -1,5 +1,6 @@
 """The chart's alerts and dashboard: promtool is clean, each alert fires from synthetic series
-(tests/packaging/alerts_test.yaml), and every metric they name is in the controller's registry."""
+(tests/packaging/alerts_test.yaml), every metric they name is in the controller's registry, and
+`promtool check metrics` accepts what a running controller serves on /metrics."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import json
 import re
 import shutil
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from controller.deploy.supervisor import PARENT_DEATH_SIGNAL
 from controller.observability.metrics import Metrics
+from tests.fleet.dataplane_kit import free_port
 from tests.packaging.manifests import REPO
 
 FILES = REPO / "charts" / "haproxy-template-controller" / "files"
@@ -99,3 +106,47 @@ def test_dashboard_covers_the_core_metrics() -> None:
     for core in ("htc_last_verdict_valid", "htc_pipeline_runs_total", "htc_deploys_total",
                  "htc_leader", "htc_reconcile_latency_seconds"):  # fmt: skip
         assert core in named, core
+
+
+def scrape_when_valid(url: str, seconds: float = 60.0) -> str:
+    """/metrics once the first config is deployed (its verdict gauge is 1), bounded in time."""
+    deadline = time.monotonic() + seconds
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                text: str = resp.read().decode()
+            if "htc_last_verdict_valid 1.0" in text:
+                return text
+            last = "htc_last_verdict_valid is not 1 yet"
+        except (OSError, urllib.error.URLError) as err:
+            last = err
+        time.sleep(0.2)
+    raise AssertionError(f"{url}: no valid verdict within {seconds} s (last: {last!r})")
+
+
+@pytest.mark.haproxy
+def test_promtool_check_metrics_on_a_live_endpoint(tmp_path: Path) -> None:
+    """A real `htc local` on the quickstart, with Debian's haproxy: its /metrics as scraped."""
+    status = free_port()
+    argv = [str(Path(sys.executable).with_name("htc")), "local", str(REPO / "examples" / "quickstart"),
+            "--haproxy", "/usr/sbin/haproxy", "--listen", f"127.0.0.1:{free_port()}",
+            "--status-addr", f"127.0.0.1:{status}", "--work-dir", str(tmp_path / "work"),
+            "--log-format", "json"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=PARENT_DEATH_SIGNAL)  # fmt: skip
+    try:
+        text = scrape_when_valid(f"http://127.0.0.1:{status}/metrics")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    check = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True,
+                           text=True, check=False)  # fmt: skip
+    assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), (
+        check.stdout + check.stderr
+    )
+    assert "htc_deploys_total" in text and "htc_pipeline_phase_duration_seconds_bucket" in text
