@@ -8,6 +8,7 @@ from typing import Any
 from controller.render import Renderer, RenderResult
 from controller.resources import Store
 from controller.spec.models import HAProxyTemplateConfigSpec
+from controller.testing import store_of
 from controller.validation.rules import Isolation, RuledRenderer, RuleSet
 
 MINIMAL_CFG = """\
@@ -61,11 +62,7 @@ def make_spec(
 def filled_store(
     spec: HAProxyTemplateConfigSpec, fixtures: Mapping[str, list[dict[str, Any]]] | None = None
 ) -> Store:
-    store = Store.from_spec(spec)
-    for coll, objs in (fixtures or {}).items():
-        for obj in objs:
-            store.apply(coll, obj)
-    return store
+    return store_of(spec, fixtures or {})
 
 
 def ingress(name: str, *hosts: str, namespace: str = "default") -> dict[str, Any]:
