@@ -29,6 +29,7 @@ from aiohttp import web
 
 from controller.local.app import LocalApp, LocalOptions
 from controller.observability.metrics import Metrics
+from tests.operator.operator_kit import with_blocklist
 
 pytestmark = pytest.mark.haproxy
 
@@ -81,19 +82,7 @@ def site(root: Path, url: str, **source: Any) -> Path:
     doc = yaml.safe_load((QUICKSTART / "config.yaml").read_text())
     spec = doc["spec"]
     spec["reconcile"] = {"debounce": "50ms", "minInterval": "100ms"}
-    spec["httpSources"] = {
-        "blocklist": {"url": url, "refreshInterval": "300ms", "timeout": "1s", **source}
-    }
-    spec["haproxyConfig"]["template"] += (
-        "\n{% for ip in http['blocklist'].split() %}# deny {{ ip | haproxy_arg }}\n{% endfor %}"
-    )
-    spec["haproxyConfig"].setdefault("validate", {}).setdefault("rules", []).append(
-        {
-            "name": "never-block-everything",
-            "expression": "!self.content.contains('# deny 0.0.0.0')",
-            "message": "the block list must not block every address",
-        }
-    )
+    with_blocklist(spec, url, **{"refreshInterval": "300ms", "timeout": "1s", **source})
     (root / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return root
 
