@@ -85,6 +85,13 @@ def inputs(into: Path) -> None:
     shutil.copy(REPO / "Dockerfile", into / "Dockerfile")
 
 
+def own_network_namespace_works() -> bool:
+    """Root may still lack CAP_SYS_ADMIN (an unprivileged container): try before relying on it."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     binary = checkov_binary()
@@ -96,7 +103,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     env |= OFFLINE_ENV | {"CKV_CACHE_DIR": str(root / "cache"), "HOME": str(root)}
     argv = [str(binary), "--directory", str(scan), "--framework", "kubernetes", "dockerfile",
             "--skip-download", "--skip-results-upload", "--output", "json"]  # fmt: skip
-    if os.geteuid() == 0 and shutil.which("unshare"):
+    if own_network_namespace_works():
         argv = ["unshare", "--net", *argv]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root, timeout=600)
     # Exit 1 means failed checks (judged below); anything else is checkov itself failing.
