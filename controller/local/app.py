@@ -225,6 +225,18 @@ class LocalApp:
     async def _start_http_sources(self, spec: HAProxyTemplateConfigSpec) -> bool:
         """First fetch of every source, then wait for the critical ones (nothing renders
         before); False when a stop was asked for meanwhile."""
+        sources = self._new_http_sources(spec)
+        await sources.start_initial()
+        waiting = asyncio.ensure_future(sources.wait_critical())
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (waiting, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return not self._stop.is_set()
+
+    def _new_http_sources(self, spec: HAProxyTemplateConfigSpec) -> HttpSources:
         sources = HttpSources.for_trigger(
             spec.http_sources,
             self.trigger,
@@ -235,15 +247,16 @@ class LocalApp:
         )
         self.http_sources = sources
         self.board.http_sources = sources.status
-        await sources.start_initial()
-        waiting = asyncio.ensure_future(sources.wait_critical())
-        stopping = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (waiting, stopping):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        return not self._stop.is_set()
+        return sources
+
+    def _follow_http(self, spec: HAProxyTemplateConfigSpec) -> None:
+        """An adopted spec's ``httpSources`` take effect at once (:meth:`HttpSources.reconfigure`)."""
+        if self.http_sources is None:
+            if not spec.http_sources:
+                return
+            self._new_http_sources(spec.model_copy(update={"http_sources": {}}))
+        assert self.http_sources is not None
+        self._spawn(self.http_sources.reconfigure(spec.http_sources))
 
     async def _secret_headers(self, ref: SecretKeyRef) -> dict[str, str]:
         """As ``htc run`` reads a Secret: ``key`` becomes ``Authorization``; without a key,
@@ -319,6 +332,7 @@ class LocalApp:
         decision = await self.trigger.propose_spec(spec)
         if decision.accepted:
             self._running_watched = dict(spec.watched_resources)
+            self._follow_http(spec)
         return decision
 
     async def _propose_with_new_collections(self, spec: HAProxyTemplateConfigSpec) -> None:
@@ -346,6 +360,7 @@ class LocalApp:
         decision = await self.trigger.propose_spec(spec, view=store.snapshot(), on_accept=swap)
         if decision.accepted:
             self._running_watched = dict(spec.watched_resources)
+            self._follow_http(spec)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

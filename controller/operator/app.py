@@ -417,6 +417,7 @@ class OperatorApp:
         def accepted() -> None:
             self._running_spec = spec
             self.cluster.generation = generation
+            self._follow_http(spec)
 
         await self.trigger.propose_spec(spec, on_accept=accepted)
 
@@ -441,6 +442,7 @@ class OperatorApp:
             self.watch = candidate
             self._running_spec = spec
             self.cluster.generation = generation
+            self._follow_http(spec)
             if old is not None:
                 self._spawn(self._retire(old))
 
@@ -593,6 +595,11 @@ class OperatorApp:
 
     async def _start_http_sources(self, spec: HAProxyTemplateConfigSpec) -> None:
         """First fetch of every source, then (critical ones) wait: nothing renders before."""
+        sources = self._new_http_sources(spec)
+        await sources.start_initial()
+        await sources.wait_critical()
+
+    def _new_http_sources(self, spec: HAProxyTemplateConfigSpec) -> HttpSources:
         sources = HttpSources.for_trigger(
             spec.http_sources,
             self.trigger,
@@ -603,8 +610,16 @@ class OperatorApp:
         )
         self.http_sources = sources
         self.cluster.http_sources = sources.status
-        await sources.start_initial()
-        await sources.wait_critical()
+        return sources
+
+    def _follow_http(self, spec: HAProxyTemplateConfigSpec) -> None:
+        """An adopted spec's ``httpSources`` take effect at once (:meth:`HttpSources.reconfigure`)."""
+        if self.http_sources is None:
+            if not spec.http_sources:
+                return
+            self._new_http_sources(spec.model_copy(update={"http_sources": {}}))
+        assert self.http_sources is not None
+        self._spawn(self.http_sources.reconfigure(spec.http_sources))
 
     async def _secret_headers(self, ref: SecretKeyRef) -> dict[str, str]:
         secret = await asyncio.to_thread(

@@ -199,6 +199,42 @@ class HttpSources:
             self._tasks.append(asyncio.create_task(self._refresh(state), name=f"http-{state.name}"))
         self._tasks.append(asyncio.create_task(self._validator(), name="http-validate"))
 
+    async def reconfigure(self, sources: Mapping[str, HttpSource]) -> None:
+        """Follow an adopted spec whose ``httpSources`` changed, without a restart.
+
+        The spec was tried with the content accepted so far (a source it adds read as empty,
+        as at any time before its first fetch). Sources whose definition is unchanged keep
+        their state; a removed one is dropped; an added or changed one is fetched at once and
+        its content is a proposal like any refresh: validated with the adopted spec before
+        the templates read it, the way a user's edit would be."""
+        if {n: s.spec for n, s in self.states.items()} == dict(sources):
+            return
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        kept = {n: s for n, s in self.states.items() if sources.get(n) == s.spec}
+        fresh = {n: SourceState(n, spec) for n, spec in sources.items() if n not in kept}
+        self.states = dict(sorted({**kept, **fresh}.items()))
+        self._pending = {n: text for n, text in self._pending.items() if n in kept}
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        _log.info("HTTP sources follow the adopted spec", kept=sorted(kept), fetched=sorted(fresh))
+        results = await asyncio.gather(
+            *(self._fetch(s) for s in fresh.values()), return_exceptions=True
+        )
+        for state, result in zip(fresh.values(), results, strict=True):
+            if isinstance(result, str):
+                state.proposed = _checksum(result)
+                self._pending[state.name] = result
+            else:
+                self._report_fetch(state, "templates read empty content until it is fetched")
+        self.start_refresh()
+        if self._pending:
+            self._wake.set()
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()

@@ -54,6 +54,8 @@ class Source:
     url: str = ""
     token: str | None = None
     """When set, only ``Authorization: <token>`` is answered (401 otherwise)."""
+    second: str = "10.0.0.9\n"
+    """What the URL with ``?list=second`` answers (a source whose spec changed)."""
 
 
 @pytest.fixture
@@ -65,7 +67,7 @@ async def source() -> AsyncIterator[Source]:
             return web.Response(status=401)
         if s.status != 200:
             return web.Response(status=s.status)
-        return web.Response(text=s.body)
+        return web.Response(text=s.second if request.query.get("list") == "second" else s.body)
 
     app = web.Application()
     app.router.add_get("/blocklist", answer)
@@ -250,3 +252,28 @@ async def test_credentials_come_from_a_secrets_directory(
         assert unauthorised.http_status()["lastError"] == f"HTTP 401 from {source.url}"
     finally:
         await unauthorised.app.stop()
+
+
+async def test_a_changed_source_in_an_adopted_spec_is_fetched_and_validated(
+    source: Source, make_local: Callable[..., Local]
+) -> None:
+    local = make_local(source.url)
+    await local.app.start()
+    try:
+        assert "# deny 10.0.0.1" in local.deployed()
+        config = local.app.options.directory / "config.yaml"
+        doc = yaml.safe_load(config.read_text())
+        doc["spec"]["httpSources"]["blocklist"]["url"] = source.url + "?list=second"
+        config.write_text(yaml.safe_dump(doc, sort_keys=False))
+        await local.until(
+            lambda: "# deny 10.0.0.9" in local.deployed(), "the new source's list deployed", 30
+        )
+        assert local.http_status()["acceptedChecksum"] == sha("10.0.0.9\n")
+        assert local.sample("htc_http_promotions_total", source="blocklist") >= 1
+        source.second = "0.0.0.0\n"  # the new source refreshes and is judged like any other
+        await local.until(
+            lambda: local.http_status()["pendingRejected"] == sha("0.0.0.0\n"), "the rejection"
+        )
+        assert "# deny 10.0.0.9" in local.deployed()
+    finally:
+        await local.app.stop()
