@@ -14,6 +14,7 @@ Corpus files carry their expectations in leading comments (HAProxy ignores them)
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import os
 import re
@@ -146,6 +147,8 @@ def _tls_material() -> dict[str, bytes]:
         "certs/bundle.pem.ecdsa": site,
         "certs/ca.pem": ca.public_bytes(pem),
         "certs/crl.pem": crl.public_bytes(pem),
+        # TLS session ticket keys: one base64 line of 48 random bytes per key
+        "certs/tickets.keys": b"".join(base64.b64encode(os.urandom(48)) + b"\n" for _ in range(3)),
     }
 
 

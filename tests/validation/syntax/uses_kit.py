@@ -5,7 +5,10 @@ Each case file holds lines of the form ``MARK PLACE TEXT``:
 * ``MARK`` — ``+`` a use every binary accepts, ``-`` one every binary refuses, ``+2.8`` one
   that 2.8 accepts and 2.6 refuses (a keyword or argument added between them);
 * ``PLACE`` — where ``TEXT`` goes in the frame: ``fe`` (the frontend), ``ex`` (the frontend,
-  with ``expose-experimental-directives`` in global), ``be`` (a backend), ``gl`` (global),
+  with ``expose-experimental-directives`` in global), ``lua`` (the frontend, with
+  ``files/actions.lua`` loaded in global), ``luatcp`` (the same, the frontend in TCP mode: Lua
+  TCP services are refused in HTTP proxies), ``spoe`` (the frontend, with the SPOE filter of
+  ``files/spoe.conf`` and its agents' backend), ``be`` (a backend), ``gl`` (global),
   ``df`` (defaults), ``top`` (whole sections after the frame; ``\\n`` in ``TEXT`` separates
   lines);
 * ``TEXT`` — the line, written from the manual's description of the keyword.
@@ -57,7 +60,20 @@ frontend fe
 {top}
 """
 
-PLACES = ("fe", "ex", "be", "gl", "df", "top")
+_FRAME_PARTS = ("fe", "be", "gl", "df", "top")
+PLACES = ("fe", "ex", "lua", "luatcp", "spoe", "be", "gl", "df", "top")
+
+#: The frontend variants: place → (global lines, frontend lines before the case, sections).
+_VARIANTS: dict[str, tuple[str, str, str]] = {
+    "ex": ("expose-experimental-directives", "", ""),
+    "lua": ("lua-load files/actions.lua", "", ""),
+    "luatcp": ("lua-load files/actions.lua", "mode tcp", ""),
+    "spoe": (
+        "",
+        "filter spoe engine agents config files/spoe.conf",
+        "backend spoe-agents\n    mode tcp\n    server agent 127.0.0.1:12345",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -102,10 +118,15 @@ class Use:
         text = self.text.replace("\\n", "\n")
         indent = "" if self.place == "top" else "    "
         place = self.place
-        if place == "ex":
-            parts["gl"], place = "    expose-experimental-directives", "fe"
-        parts[place] = "\n".join(indent + line for line in text.split("\n"))
-        return FRAME.format(**{k: v for k, v in parts.items() if k != "ex"}).encode()
+        lead = ""
+        if place in _VARIANTS:
+            gl, lead, sections = _VARIANTS[place]
+            parts["gl"] = f"    {gl}" if gl else ""
+            parts["top"] = sections
+            place = "fe"
+        lines = [*([lead] if lead else []), *text.split("\n")]
+        parts[place] = "\n".join(indent + line for line in lines)
+        return FRAME.format(**{k: v for k, v in parts.items() if k in _FRAME_PARTS}).encode()
 
 
 def _segments(expr: str) -> list[str]:
