@@ -14,8 +14,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
-import structlog
-
 from controller.observability.text import escape_controls, escape_value
 
 LogFormat = Literal["auto", "json", "console"]
@@ -30,7 +28,40 @@ def configure(
 
     ``auto`` picks the console renderer when the log stream is a terminal and JSON lines
     otherwise, so the same binary is pleasant interactively and parseable under a supervisor.
+
+    While nothing has imported structlog yet, the configuration waits for the first record
+    (see :class:`_Deferred`): importing structlog imports rich, about 0.1 s that a command
+    logging nothing (``htc validate`` on a clean run) need not pay. Code that imports
+    structlog itself has it imported already, so it sees the configuration at once.
     """
+    global _pending
+    _level(level)  # a wrong level is refused now, not at the first record
+    if "structlog" not in sys.modules:
+        _pending = (fmt, level, stream)
+        return
+    _pending = None
+    _apply(fmt, level, stream)
+
+
+_pending: tuple[LogFormat, str, TextIO | None] | None = None
+"""A :func:`configure` call made before structlog was imported, applied on first use."""
+
+
+def _structlog() -> Any:
+    """structlog, imported now, with any configuration that waited for it applied."""
+    global _pending
+    import structlog
+
+    if _pending is not None:
+        fmt, level, stream = _pending
+        _pending = None
+        _apply(fmt, level, stream)
+    return structlog
+
+
+def _apply(fmt: LogFormat, level: str, stream: TextIO | None) -> None:
+    import structlog
+
     out = stream if stream is not None else sys.stderr
     if fmt == "auto":
         fmt = "console" if _isatty(out) else "json"
@@ -81,15 +112,52 @@ def get_logger(name: str) -> Any:
     """A logger carrying ``component=name``; structlog's bound loggers are untyped by design.
 
     The value is bound lazily, so loggers created at import time follow :func:`configure`
-    calls made later.
+    calls made later. structlog itself is imported on the first use, not here: importing it
+    imports rich (its console renderer and tracebacks), about 0.1 s that commands which log
+    nothing, ``htc validate`` among them, should not pay for a module-level ``_log``.
     """
-    return structlog.get_logger(component=name)
+    return _Deferred(name)
+
+
+class _Deferred:
+    """A module-level logger that becomes structlog's (lazy) logger on its first use."""
+
+    __slots__ = ("_logger", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._logger is None:
+            below = _METHOD_LEVELS.get(attr, logging.CRITICAL + 1)
+            if _pending is not None and below < _level(_pending[1]):
+                return _discard  # what the filtering logger does below its level
+            self._logger = _structlog().get_logger(component=self._name)
+        return getattr(self._logger, attr)
+
+
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+"""Record methods of structlog's filtering loggers, by the level they log at."""
+
+
+def _discard(*_args: Any, **_kwargs: Any) -> None:
+    """A record below the configured level, dropped without importing structlog."""
 
 
 @contextmanager
 def bind(**values: Any) -> Iterator[None]:
     """Attach ``values`` to every record logged in this context (task-local)."""
-    with structlog.contextvars.bound_contextvars(**values):
+    with _structlog().contextvars.bound_contextvars(**values):
         yield
 
 
