@@ -149,7 +149,8 @@ def bench(plane: cluster.ControlPlane, pod: podnet.Pod, n: int, haproxy: str) ->
                 "--listen", f"127.0.0.1:{listen}", "--status-addr", f"127.0.0.1:{status}",
                 "--work-dir", str(work), "--no-leader-election", "--log-level", "warning"]  # fmt: skip
         started = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = (work / "htc-run.log").open("w")  # kept for a run that fails: its last lines say why
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
         try:
             served = wait_serving(listen, "host-0.test", 600)
             startup_ms = (served - started) * 1000
@@ -205,9 +206,19 @@ def bench(plane: cluster.ControlPlane, pod: podnet.Pod, n: int, haproxy: str) ->
                 "rssMb": round(rss, 1),
                 "targets": {"updateToServingP50Ms": 500, "burstRenders": 5, "rssMbAt10000": 300},
             }
+        except Exception:
+            log.flush()
+            tail = (work / "htc-run.log").read_text().splitlines()[-15:]
+            print("htc run's last log lines:", *tail, sep="\n", file=sys.stderr)
+            raise
         finally:
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
 
 
 def main() -> int:
