@@ -161,7 +161,7 @@ class WebhookServer:
                 return AdmissionDecision(True, "another controller's configuration")
             if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
                 return AdmissionDecision(True)
-            config, errors = parse_config(obj)
+            config, errors = await asyncio.to_thread(parse_config, obj)  # off the loop: deadlines
             spec = self.spec_override(config.spec) if config is not None else None
             return await self.judge.judge_spec(spec, errors, deadline=deadline)
         api_version = f"{group}/{version}" if group else str(version)

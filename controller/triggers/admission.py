@@ -236,7 +236,9 @@ class AdmissionJudge:
                     return self._deny_diags(diags)
                 return AdmissionDecision(False, f"the spec cannot be used: {exc}")
             if engine.lint is not None:
-                lint = tuple(engine.lint(spec))
+                # In a thread, like everything slow here: on the loop it would hold off the
+                # deadline's wait_for, and the API server's timeout would answer instead.
+                lint = await asyncio.to_thread(lambda: tuple(engine.lint(spec)))  # type: ignore[misc]
                 if any(d.severity.rank <= Severity.ERROR.rank for d in lint):
                     return self._deny_diags(lint)
             view = self._view()
