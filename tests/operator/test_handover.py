@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from controller.operator import app as app_module
 from controller.operator.app import OperatorApp, OperatorOptions
 from controller.operator.watchset import WatchSet
 from controller.resources import Store
@@ -25,8 +26,9 @@ NOBODY = "10.244.200.204"
 
 
 async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
-    kube: Namespace, tmp_path: Path
+    kube: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(app_module, "LIST_PAGE", 1)  # every list goes page by page
     doc = config_doc(kube.name, free_port())
     kube.apply(yaml.safe_dump(doc))
     kube.apply(backend_manifests(kube.name, "kept", NOBODY))
