@@ -81,9 +81,6 @@ __all__ = ["OperatorApp", "OperatorOptions"]
 
 _log = get_logger("controller.operator")
 
-LIST_PAGE = 500
-"""Objects per page of the controller's own lists (the API server's default chunk size)."""
-
 
 @dataclass
 class OperatorOptions:
@@ -718,31 +715,26 @@ class OperatorApp:
         return changes
 
     def _list_all(self, watched: dict[str, WatchedResource]) -> dict[str, list[dict[str, Any]]]:
-        """Every watched collection as plain dicts, listed in pages of ``LIST_PAGE``.
+        """Every watched collection as plain dicts, one list request each.
 
         The raw JSON is parsed directly: the dynamic client's own objects (a wrapper per field,
         converted back to dicts) cost far more time and memory than the dicts themselves, and
-        a process's resident size keeps its peak. Pages bound that peak too."""
+        a process's resident size keeps its peak. Not paged: with a ``metadata.namespace``
+        field selector on a cluster-wide list, the API server (1.34) hands out continue tokens
+        that make the next pages repeat objects (measured: 1,701 items for 1,200)."""
         dyn = DynamicClient(self.api)  # type: ignore[no-untyped-call]
         out: dict[str, list[dict[str, Any]]] = {}
         for name, w in watched.items():
             resource = dyn.resources.get(api_version=w.api_version, kind=w.kind)
-            query: dict[str, Any] = {"limit": LIST_PAGE}
+            query: dict[str, Any] = {}
             labels = label_selector_string(w.label_selector)
             if labels:
                 query["label_selector"] = labels
             fields = field_selector_string(w)
             if fields:
                 query["field_selector"] = fields
-            items: list[dict[str, Any]] = []
-            token: str | None = None
-            while True:
-                raw = resource.get(serialize=False, _continue=token, **query)
-                page = json.loads(raw.data)
-                items.extend(page.get("items") or [])
-                token = (page.get("metadata") or {}).get("continue") or None
-                if token is None:
-                    break
+            raw = resource.get(serialize=False, **query)
+            items: list[dict[str, Any]] = json.loads(raw.data).get("items") or []
             for item in items:  # list items carry no apiVersion/kind of their own
                 item.setdefault("apiVersion", w.api_version)
                 item.setdefault("kind", w.kind)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.operator import app as app_module
 from controller.operator.app import OperatorApp, OperatorOptions
 from controller.operator.watchset import WatchSet
 from controller.resources import Store
@@ -26,9 +25,8 @@ NOBODY = "10.244.200.204"
 
 
 async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
-    kube: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kube: Namespace, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(app_module, "LIST_PAGE", 1)  # every list goes page by page
     doc = config_doc(kube.name, free_port())
     kube.apply(yaml.safe_dump(doc))
     kube.apply(backend_manifests(kube.name, "kept", NOBODY))
