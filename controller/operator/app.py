@@ -516,7 +516,7 @@ class OperatorApp:
         try:
             await self._wait_synced(watch_set)
         except (TimeoutError, RuntimeError):
-            return  # logged by _wait_synced's caller paths; the periodic relist still runs
+            return  # the watch set failed or never synced; the periodic relist still runs
         if self._stores.get(id(watch_set)) is store:
             await self.relist("handover", store)
 
