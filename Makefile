@@ -65,7 +65,7 @@ podnet: $(STAMP)
 # Everything CI runs: lint, then every test including the slow ones.
 # pytest exits 5 when nothing was collected; that is not a failure of the suite.
 test: $(STAMP) system-deps checkov lint
-	$(BIN)/python -m pytest -q -m ''; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+	$(BIN)/python -m pytest -q -m '' --durations=40; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
 
 # The quick loop while developing: no lint, no slow tests.
 test-fast: $(STAMP)

@@ -264,6 +264,11 @@ class CollectionViewBase:
     def __len__(self) -> int:
         raise NotImplementedError
 
+    def content_token(self) -> object | None:
+        """An object that is the same (by identity) for as long as this collection's content
+        is, so a consumer may keep what it derived from the content; None: no such promise."""
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ({len(self)} objects)>"
 
@@ -293,3 +298,7 @@ class StateView(CollectionViewBase):
 
     def __len__(self) -> int:
         return len(self._state.by_key)
+
+    def content_token(self) -> object | None:
+        # A shared state is never written again (the store copies it first).
+        return self._state if self._state.shared else None

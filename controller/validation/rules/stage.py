@@ -56,6 +56,10 @@ def _collection_names(ruleset: RuleSet) -> list[str]:
     return sorted(names)
 
 
+_Keyed = tuple[list[Any], list[bytes | None]]
+"""A collection's objects and their content keys (None: no JSON spelling)."""
+
+
 def _objects(view: StoreView | None, name: str) -> list[Any]:
     if view is None or name not in view.names():
         return []
@@ -144,6 +148,8 @@ class RulesStage(Stage):
         self.isolation = isolation
         self.plan = plan(ruleset)
         self._memo: tuple[RenderResult, DeferredInputs] | None = None
+        self._objects_memo: tuple[RenderResult, dict[str, _Keyed]] | None = None
+        self._by_token: dict[str, tuple[object | None, _Keyed]] = {}
         self._keys: dict[str, dict[int, tuple[Any, bytes | None]]] = {}
         self._known: dict[tuple[str, Any], Judgement] = {}
 
@@ -153,10 +159,8 @@ class RulesStage(Stage):
         if memo is not None and memo[0] is render:
             return memo[1]
         inputs = deferred_inputs(self.ruleset, render, lazy=True)
-        view = render.inputs.view if render.inputs is not None else None
-        object_keys = {
-            name: self._content_keys(name, _objects(view, name)) for name in inputs.collections
-        }
+        keyed = self._keyed_objects(render)
+        object_keys = {name: keyed[name][1] for name in inputs.collections}
         memo_keys = self._memo_keys(inputs, object_keys)
         inputs = dataclasses.replace(
             inputs, known=self._known, memo_keys=memo_keys, object_keys=object_keys
@@ -189,6 +193,29 @@ class RulesStage(Stage):
                 ]
             for i in wanted:
                 selves[i]
+
+    def _keyed_objects(self, render: RenderResult) -> dict[str, _Keyed]:
+        """The objects of each collection the deferred rules read, with their content keys;
+        once per candidate, as both the cache key and the run need them."""
+        memo = self._objects_memo
+        if memo is not None and memo[0] is render:
+            return memo[1]
+        view = render.inputs.view if render.inputs is not None else None
+        keyed: dict[str, _Keyed] = {}
+        for name in _collection_names(self.ruleset):
+            token = None
+            if view is not None and name in view.names():
+                # A snapshot's collection vouches for unchanged content (see content_token).
+                token = getattr(view.collection(name), "content_token", lambda: None)()
+            last = self._by_token.get(name)
+            if token is not None and last is not None and last[0] is token:
+                keyed[name] = last[1]
+                continue
+            objs = _objects(view, name)
+            keyed[name] = (objs, self._content_keys(name, objs))
+            self._by_token[name] = (token, keyed[name])
+        self._objects_memo = (render, keyed)
+        return keyed
 
     def _content_keys(self, name: str, objs: list[Any]) -> list[bytes | None]:
         """Each object's content digest, found by identity while the store holds it."""
@@ -247,20 +274,32 @@ class RulesStage(Stage):
         """Digest of the non-output inputs deferred rules read; None when they read none."""
         if not self.ruleset.reads_inputs():
             return None
-        inputs = self._inputs(render)
+        # Only what identifies the inputs: a cache hit must not pay for converting them.
+        keyed = self._keyed_objects(render)
         reads_extra = any(EXTRA in r.refs.variables for r in self.ruleset.deferred)
-        doc = {
-            "collections": {
-                n: [
-                    k.hex() if k is not None else objs[i][0]
-                    for i, k in enumerate(inputs.object_keys.get(n, ()))
-                ]
-                for n, objs in inputs.collections.items()
-            },
-            "extraContext": inputs.extra_context if reads_extra else None,
-        }
-        text = json.dumps(doc, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
+        digest = hashlib.sha256()
+
+        def part(data: bytes) -> None:
+            digest.update(len(data).to_bytes(8, "big") + data)  # length-prefixed: unambiguous
+
+        for name in sorted(keyed):
+            objs, keys = keyed[name]
+            part(name.encode())
+            part(len(objs).to_bytes(8, "big"))
+            if None not in keys:  # the usual case, in one call: digests are all 20 bytes
+                part(b"".join(k for k in keys if k is not None))
+                continue
+            for o, k in zip(objs, keys, strict=True):
+                # An object with no JSON spelling (see content_key): its text form stands in.
+                part(k if k is not None else json.dumps(o, default=str).encode())
+        if reads_extra:
+            extra = (
+                render.inputs.extra_context
+                if render.inputs is not None
+                else self.ruleset.extra_context
+            )
+            part(json.dumps(extra, sort_keys=True, default=str).encode())
+        return digest.hexdigest()
 
     async def _in_worker(
         self, work: Callable[[], DeferredResult], budget: RunBudget
