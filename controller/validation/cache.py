@@ -22,11 +22,15 @@ from typing import Generic, TypeVar
 
 from controller.diagnostics import Diagnostic, Phase
 from controller.validation.report import BudgetExhaustion, RuleCounters
+from controller.validation.stage import StageOutcome
 
-__all__ = ["CacheKey", "SingleFlight", "StageRun", "VerdictCache"]
+__all__ = ["CacheKey", "SingleFlight", "StageRun", "StageVerdict", "VerdictCache"]
 
 CacheKey = tuple[str, str, str]
-"""(file-set checksum, pipeline fingerprint, options key)."""
+"""(candidate key, pipeline fingerprint, options key). The candidate key is the file set's
+checksum, combined with the digest of any other input a stage judges (see
+``Pipeline._candidate_key``); the per-stage entries (:class:`StageVerdict`) are keyed by the
+file set's checksum alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +47,38 @@ class StageRun:
     rules: RuleCounters | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StageVerdict:
+    """One stage's passing outcome on a file set, for a stage that judges the bytes alone.
+
+    When a stage judges more than the bytes (the rules stage reads the objects the render
+    read), a candidate with known bytes but new inputs misses the whole-run entry; the stages
+    that judge only the bytes (syntax, schema, ``haproxy -c``, external validators) would
+    find what they found before, so their outcomes are kept per file set and only the
+    others run again. Only a pass is kept: nothing that failed, ran out of budget, or let a
+    validator's failure pass."""
+
+    phase: Phase
+    diagnostics: tuple[Diagnostic, ...] = ()
+    extra_timings: Mapping[str, float] = field(default_factory=dict)
+    rules: RuleCounters | None = None
+
+    def outcome(self) -> StageOutcome:
+        """The outcome as the stage gave it (a fresh one: the pipeline's record owns it)."""
+        return StageOutcome(
+            list(self.diagnostics), extra_timings=self.extra_timings, rules=self.rules
+        )
+
+
 class VerdictCache:
-    """Bounded LRU of successful stage runs."""
+    """Bounded LRUs of successful stage runs, and of passing per-stage outcomes by file set."""
 
     def __init__(self, max_entries: int = 128) -> None:
         if max_entries < 1:
             raise ValueError("a verdict cache needs room for at least one entry")
         self.max_entries = max_entries
         self._entries: OrderedDict[CacheKey, StageRun] = OrderedDict()
+        self._stages: OrderedDict[CacheKey, dict[Phase, StageVerdict]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -71,8 +99,26 @@ class VerdictCache:
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
+    def stages(self, key: CacheKey) -> Mapping[Phase, StageVerdict]:
+        """The passing outcomes kept for ``key`` (file-set checksum, fingerprint, options)."""
+        found = self._stages.get(key)
+        if found is None:
+            return {}
+        self._stages.move_to_end(key)
+        return dict(found)
+
+    def keep_stages(self, key: CacheKey, verdicts: Mapping[Phase, StageVerdict]) -> None:
+        """Add ``verdicts`` to what is kept for ``key``."""
+        if not verdicts:
+            return
+        self._stages[key] = {**self._stages.get(key, {}), **verdicts}
+        self._stages.move_to_end(key)
+        while len(self._stages) > self.max_entries:
+            self._stages.popitem(last=False)
+
     def clear(self) -> None:
         self._entries.clear()
+        self._stages.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

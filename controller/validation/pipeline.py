@@ -38,7 +38,13 @@ from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.observability import get_logger
 from controller.render import MAIN_CONFIG, RenderResult
 from controller.validation import gcpause
-from controller.validation.cache import CacheKey, SingleFlight, StageRun, VerdictCache
+from controller.validation.cache import (
+    CacheKey,
+    SingleFlight,
+    StageRun,
+    StageVerdict,
+    VerdictCache,
+)
 from controller.validation.finalize import blocking, finalize
 from controller.validation.options import InvalidOptionError, ValidationOptions
 from controller.validation.report import (
@@ -141,6 +147,9 @@ class Pipeline:
         self.fingerprint = self._fingerprint()
         self.stage_runs = 0
         """How many times the stages actually ran (not cache hits, not joined calls)."""
+        self.phase_runs: dict[Phase, int] = {}
+        """How many times each stage actually ran: a stage whose outcome was reused for the
+        same bytes (see :meth:`_reusable`) is not counted."""
         self.warmed_up = False
         self._window = _speculative_window(self.stages)
         self._flight: SingleFlight[StageRun] = SingleFlight()
@@ -269,7 +278,8 @@ class Pipeline:
             if render_failed or MAIN_CONFIG not in render.files:
                 skipped = self._not_run(render, render_failed=render_failed)
                 return self._assemble(render, skipped, opts, started, hit=False, judged=False)
-            key: CacheKey = (self._candidate_key(render), self.fingerprint, opts.key())
+            inputs = self._input_keys(render)
+            key: CacheKey = (self._candidate_key(render, inputs), self.fingerprint, opts.key())
             if self.cache is not None:
                 cached = self.cache.get(key)
                 if cached is not None:
@@ -279,7 +289,7 @@ class Pipeline:
             def work() -> Awaitable[StageRun]:
                 nonlocal owner
                 owner = True
-                return self._run_stages(render, opts, key)
+                return self._run_stages(render, opts, key, inputs)
 
             # Every millisecond until the report is out delays the verdict, and the collector
             # finds nothing to free in what the stages build (it is their result): its pass
@@ -300,17 +310,22 @@ class Pipeline:
             _log.exception("pipeline failed outside any stage")
             return self._crashed(render, opts, started, exc)
 
-    def _candidate_key(self, render: RenderResult) -> str:
-        """The file set's checksum, plus the digest of any other input a stage judges (the
-        rules stage reads resources and extraContext), so a cached verdict is reused only for
-        the same bytes *and* the same inputs."""
-        extra = []
+    def _input_keys(self, render: RenderResult) -> dict[Phase, str]:
+        """Per stage that judges more than the file set (the rules stage reads resources and
+        extraContext): the digest of those inputs. The other stages judge the bytes alone."""
+        out: dict[Phase, str] = {}
         for stage in self.stages:
             digest = stage.input_key(render)
             if digest is not None:
-                extra.append(f"{stage.phase.value}={digest}")
-        if not extra:
+                out[stage.phase] = digest
+        return out
+
+    def _candidate_key(self, render: RenderResult, inputs: Mapping[Phase, str]) -> str:
+        """The file set's checksum, plus the digest of any other input a stage judges, so a
+        cached verdict is reused only for the same bytes *and* the same inputs."""
+        if not inputs:
             return render.files.checksum
+        extra = [f"{phase.value}={digest}" for phase, digest in inputs.items()]
         joined = "\n".join([render.files.checksum, *extra])
         return hashlib.sha256(joined.encode()).hexdigest()
 
@@ -329,13 +344,22 @@ class Pipeline:
     # --- running the stages ---------------------------------------------------------------
 
     async def _run_stages(
-        self, render: RenderResult, opts: ValidationOptions, key: CacheKey
+        self,
+        render: RenderResult,
+        opts: ValidationOptions,
+        key: CacheKey,
+        inputs: Mapping[Phase, str] | None = None,
     ) -> StageRun:
+        """``inputs``: :meth:`_input_keys` of ``render`` (computed when not given)."""
         self.stage_runs += 1
+        if inputs is None:
+            inputs = self._input_keys(render)
         ctx = StageContext(
             render=render,
             haproxy_version=self.haproxy_version,
         )
+        files_key: CacheKey = (render.files.checksum, self.fingerprint, opts.key())
+        reused = self._reusable(files_key, inputs)
         progress = _Progress()
         ahead: dict[int, asyncio.Task[tuple[StageOutcome, float]]] = {}
         window_started = 0.0
@@ -343,14 +367,16 @@ class Pipeline:
         index = 0
         try:
             for index, stage in enumerate(self.stages):
+                known = reused.get(index)
                 if self.overlap and index == self._window.start and len(self._window) > 1:
                     # Everything before the window passed: the candidate may reach haproxy.
                     window_started = time.perf_counter()
-                    ahead.update(self._speculate(ctx, started=ahead))
+                    ahead.update(self._speculate(ctx, started=ahead, reused=reused))
                 elif (
                     self.overlap
                     and index + 1 == self._window.start
                     and len(self._window) > 1
+                    and known is None
                     and _gate_passes(stage, ctx, progress.timings)
                 ):
                     # The stage's security checks will pass: haproxy -c may start while the
@@ -359,6 +385,12 @@ class Pipeline:
                     ahead = self._start_early(ctx)
                     await asyncio.sleep(0)  # the tasks' first steps spawn their processes
                     early_ms = _ms(early)
+                if known is not None:
+                    # These bytes passed this stage before (see _reusable): what it found then.
+                    if progress.record(stage, known.outcome(), None, opts):
+                        break
+                    continue
+                self.phase_runs[stage.phase] = self.phase_runs.get(stage.phase, 0) + 1
                 task = ahead.pop(index, None)
                 if task is None:
                     outcome, elapsed = await self._run_one(stage, ctx)
@@ -388,7 +420,35 @@ class Pipeline:
         )
         if self.cache is not None and not run.failed and progress.cacheable:
             self.cache.put(key, run)
+        if self.cache is not None and inputs:
+            self.cache.keep_stages(files_key, progress.passed_on_bytes(inputs, reused, opts))
         return run
+
+    def _reusable(
+        self, files_key: CacheKey, inputs: Mapping[Phase, str]
+    ) -> dict[int, StageVerdict]:
+        """Stage index → the outcome these bytes got from it before, for the stages that judge
+        the bytes alone, when some other stage judges more (``inputs``: a candidate with the
+        same bytes and other objects misses the whole-run entry, yet only the stages that
+        read the objects can find anything new).
+
+        Reused in stage order only, up to the first stage that judges the bytes alone and
+        has no kept outcome: a stage that runs may read what the stages before it left in
+        the context (the schema stage reads the syntax stage's parse), and a reused stage
+        leaves nothing. A stage with inputs of its own must not rely on such state; today
+        only the rules stage has inputs, and it reads the render alone."""
+        if self.cache is None or not inputs:
+            return {}
+        kept = self.cache.stages(files_key)
+        out: dict[int, StageVerdict] = {}
+        for index, stage in enumerate(self.stages):
+            if stage.phase in inputs:
+                continue
+            found = kept.get(stage.phase)
+            if found is None:
+                break
+            out[index] = found
+        return out
 
     def _start_early(
         self, ctx: StageContext
@@ -406,18 +466,19 @@ class Pipeline:
         self,
         ctx: StageContext,
         started: Mapping[int, asyncio.Task[tuple[StageOutcome, float]]] | None = None,
+        reused: Mapping[int, StageVerdict] | None = None,
     ) -> dict[int, asyncio.Task[tuple[StageOutcome, float]]]:
         """Start every stage of the window as a task. Tasks take their first step in the order
         they were created: the sandbox writes the files and spawns ``haproxy -c`` first, then
         the schema stage runs (synchronously, while haproxy works on the other CPU), then the
         rules stage forks its worker — after schema rather than during it, so the fork does
         not compete with schema for the interpreter, and the worker still has the time
-        haproxy takes."""
+        haproxy takes. A stage whose outcome is ``reused`` does not run."""
         order = sorted(self._window, key=lambda i: _START_ORDER.get(self.stages[i].phase, 2))
         return {
             i: asyncio.create_task(self._run_one(self.stages[i], ctx))
             for i in order
-            if not started or i not in started
+            if (not started or i not in started) and (not reused or i not in reused)
         }
 
     async def _run_one(self, stage: Stage, ctx: StageContext) -> tuple[StageOutcome, float]:
@@ -541,15 +602,20 @@ class _Progress:
     rules: RuleCounters | None = None
     stop: str | None = None
     cacheable: bool = True
+    outcomes: dict[Phase, StageOutcome] = field(default_factory=dict)
+    """Each stage's outcome, as recorded."""
 
     def record(
-        self, stage: Stage, outcome: StageOutcome, elapsed: float, opts: ValidationOptions
+        self, stage: Stage, outcome: StageOutcome, elapsed: float | None, opts: ValidationOptions
     ) -> bool:
-        """Take one stage's outcome; True when it stops the run."""
-        name = f"{stage.phase.value}Ms"
-        self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 3)
-        for k, v in outcome.extra_timings.items():
-            self.timings[k] = float(v)
+        """Take one stage's outcome; True when it stops the run. ``elapsed`` None: the outcome
+        was reused, the stage did not run now (so it has no timings in this run)."""
+        self.outcomes[stage.phase] = outcome
+        if elapsed is not None:
+            name = f"{stage.phase.value}Ms"
+            self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 3)
+            for k, v in outcome.extra_timings.items():
+                self.timings[k] = float(v)
         if outcome.rules is not None:
             self.rules = outcome.rules
         self.diagnostics.extend(outcome.diagnostics)
@@ -563,6 +629,25 @@ class _Progress:
         elif blocking(outcome.diagnostics, opts):
             self.stop = f"{stage.phase.value} failed"
         return self.stop is not None
+
+    def passed_on_bytes(
+        self,
+        inputs: Mapping[Phase, str],
+        reused: Mapping[int, StageVerdict],
+        opts: ValidationOptions,
+    ) -> dict[Phase, StageVerdict]:
+        """The outcomes worth keeping per file set: of stages that judge the bytes alone, ran
+        now and passed (no budget ran out, nothing blocking, no failure let pass)."""
+        was_reused = {v.phase for v in reused.values()}
+        return {
+            phase: StageVerdict(phase, tuple(o.diagnostics), dict(o.extra_timings), o.rules)
+            for phase, o in self.outcomes.items()
+            if phase not in inputs
+            and phase not in was_reused
+            and o.budget is None
+            and o.cacheable
+            and not blocking(o.diagnostics, opts)
+        }
 
 
 def _gate_passes(stage: Stage, ctx: StageContext, timings: dict[str, float]) -> bool:

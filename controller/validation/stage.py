@@ -80,7 +80,10 @@ class Stage(Protocol):
     def input_key(self, render: RenderResult) -> str | None:
         """A digest of whatever this stage judges besides the file set (the rules stage reads
         resources and ``extraContext``), folded into the verdict cache's key; None when the
-        file set is all it reads."""
+        file set is all it reads. When a candidate's bytes are known but such a digest is
+        new, only the stages with a digest run again: the others' outcomes on these bytes
+        are reused, so a stage with a digest must judge from the render alone, not from
+        what earlier stages left in the context."""
         return None
 
     def gate(self, ctx: StageContext) -> bool:

@@ -8,10 +8,11 @@ import asyncio
 import pytest
 
 from controller.diagnostics import Phase, TemplateLocation
-from controller.validation import Pipeline, ValidationOptions, VerdictCache
+from controller.render import RenderResult
+from controller.validation import Pipeline, StageOutcome, ValidationOptions, VerdictCache
 from controller.validation.cache import SingleFlight, StageRun
 from controller.validation.report import BudgetExhaustion
-from tests.validation.pipeline.pipeline_kit import ALL, CFG, at, render_of, stages
+from tests.validation.pipeline.pipeline_kit import ALL, CFG, FakeStage, at, render_of, stages
 
 
 def cached_pipeline(st, cache: VerdictCache | None = None) -> Pipeline:  # type: ignore[no-untyped-def]
@@ -191,3 +192,97 @@ async def test_joined_callers_get_their_own_template_locations() -> None:
     assert st[0].calls == 1
     assert a.diagnostics[0].template_location == TemplateLocation(template="haproxy.cfg", line=2)
     assert b.diagnostics[0].template_location == TemplateLocation(template="haproxy.cfg", line=32)
+
+
+class _InputStage(FakeStage):
+    """A fake stage that judges more than the bytes (as the rules stage reads objects):
+    ``inputs`` is its digest of those other inputs."""
+
+    inputs: str = "objects-1"
+
+    def input_key(self, render: RenderResult) -> str | None:
+        return self.inputs
+
+
+def _with_inputs(*phases: Phase) -> list[FakeStage]:
+    return [_InputStage(p) if p is Phase.RULES else FakeStage(p) for p in phases]
+
+
+FIVE = (Phase.SYNTAX, Phase.SCHEMA, Phase.HAPROXY, Phase.RULES, Phase.EXTERNAL)
+
+
+async def test_same_bytes_with_new_inputs_rerun_only_the_stage_that_reads_them() -> None:
+    st = _with_inputs(*FIVE)
+    st[2].diagnostics = [at("W4001", Phase.HAPROXY)]
+    p = cached_pipeline(st)
+    first = await p.validate(render_of())
+    assert first.valid and [s.calls for s in st] == [1, 1, 1, 1, 1]
+    st[3].inputs = "objects-2"  # an object the templates ignore: identical bytes
+    second = await p.validate(render_of())
+    assert second.valid and not second.metadata.cache_hit
+    assert [s.calls for s in st] == [1, 1, 1, 2, 1]
+    assert p.phase_runs == {Phase.SYNTAX: 1, Phase.SCHEMA: 1, Phase.HAPROXY: 1, Phase.RULES: 2,
+                            Phase.EXTERNAL: 1}  # fmt: skip
+    assert second.metadata.stages_run == list(FIVE)
+    assert [d.rule_id for d in second.warnings] == ["W4001"]  # travels with the reused pass
+    assert "rulesMs" in second.timings and "haproxyMs" not in second.timings
+    third = await p.validate(render_of())  # the same bytes and inputs: the whole run is cached
+    assert third.metadata.cache_hit and st[3].calls == 2
+
+
+async def test_a_failing_input_stage_still_stops_the_run_after_reused_stages() -> None:
+    st = _with_inputs(*FIVE)
+    p = cached_pipeline(st)
+    await p.validate(render_of())
+    st[3].inputs = "objects-2"
+    st[3].diagnostics = [at("E5001", Phase.RULES)]
+    report = await p.validate(render_of())
+    assert not report.valid
+    assert report.metadata.stages_run == [Phase.SYNTAX, Phase.SCHEMA, Phase.HAPROXY, Phase.RULES]
+    assert report.metadata.stages_skipped == [Phase.EXTERNAL]
+    again = await p.validate(render_of())  # a failure is never cached: judged again
+    assert not again.valid and not again.metadata.cache_hit
+    assert [s.calls for s in st] == [1, 1, 1, 3, 1]
+
+
+async def test_a_failing_bytes_stage_is_never_reused() -> None:
+    st = _with_inputs(*FIVE)
+    st[2].diagnostics = [at("E4001", Phase.HAPROXY)]
+    p = cached_pipeline(st)
+    for k in range(3):
+        st[3].inputs = f"objects-{k}"
+        report = await p.validate(render_of())
+        assert not report.valid and report.metadata.stages_skipped == [Phase.RULES, Phase.EXTERNAL]
+    # syntax and schema passed these bytes and are reused; haproxy failed, so it runs again
+    assert [s.calls for s in st[:3]] == [1, 1, 3] and st[4].calls == 0
+
+
+async def test_a_validator_failure_let_pass_is_not_reused() -> None:
+    st = _with_inputs(*FIVE)
+    st[4].diagnostics = [at("W6008", Phase.EXTERNAL)]  # what failurePolicy ignore reports
+    st[4].returns = StageOutcome([at("W6008", Phase.EXTERNAL)], cacheable=False)
+    p = cached_pipeline(st)
+    await p.validate(render_of())
+    st[3].inputs = "objects-2"
+    report = await p.validate(render_of())
+    assert report.valid and [s.calls for s in st] == [1, 1, 1, 2, 2]
+
+
+async def test_bytes_stages_run_again_when_only_part_of_them_is_known() -> None:
+    """Reuse goes in stage order: the run before stopped at a failing rules stage, so the
+    external stage had not judged these bytes and runs; the stages before it are reused."""
+    st = _with_inputs(*FIVE)
+    st[3].diagnostics = [at("E5001", Phase.RULES)]
+    p = cached_pipeline(st)
+    await p.validate(render_of())
+    st[3].diagnostics = []
+    st[3].inputs = "objects-2"
+    report = await p.validate(render_of())
+    assert report.valid and [s.calls for s in st] == [1, 1, 1, 2, 1]
+
+
+async def test_without_input_stages_nothing_is_kept_per_stage() -> None:
+    cache = VerdictCache()
+    p = cached_pipeline(stages(*ALL), cache)
+    await p.validate(render_of())
+    assert len(cache) == 1 and not cache._stages
