@@ -23,7 +23,8 @@ units that failed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,20 @@ from controller.validation.rules.inline import budget_diagnostic
 from controller.validation.rules.judge import Judgement, State, judge
 from controller.validation.rules.refs import ANY, EXTRA, OUTPUTS, RESOURCES
 
-__all__ = ["DeferredInputs", "DeferredResult", "Plan", "evaluate_deferred", "memo_name", "plan"]
+__all__ = [
+    "OUTPUT_SELF",
+    "DeferredInputs",
+    "DeferredResult",
+    "Plan",
+    "evaluate_deferred",
+    "has_value",
+    "memo_name",
+    "plan",
+]
+
+OUTPUT_SELF = b""
+"""The object key under which an output rule's judgement is remembered (its ``self`` is the
+output, whose content the rule's memo key already covers); no content key is empty."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +90,8 @@ class DeferredInputs:
     """Everything deferred rules may read, already converted for CEL."""
 
     outputs: Mapping[str, dict[str, Any] | None]
-    """Every output owner: its value when it rendered, None when it produced none."""
+    """Every output owner: its value when it rendered, None when it produced none. It may
+    convert each value when first read; :func:`has_value` asks without converting."""
     states: Mapping[str, str] = field(default_factory=dict)
     """Why an output has no value: skipped, failed, blocked (for messages)."""
     collections: Mapping[str, Sequence[tuple[dict[str, Any], str, ObjectRef | None]]] = field(
@@ -115,10 +130,10 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
                 f"deferred rules of {names} read each other; they are evaluated in name order",
             )
         )
-    rendered = {n: v for n, v in inputs.outputs.items() if v is not None}
+    rendered = _Rendered(inputs.outputs)
     shared = {
         OUTPUTS: rendered,
-        RESOURCES: {n: [o for o, _, _ in objs] for n, objs in inputs.collections.items()},
+        RESOURCES: _Lists(inputs.collections),
         EXTRA: dict(inputs.extra_context),
     }
     failed_owners: set[str] = set()
@@ -126,13 +141,11 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
     evaluated = skipped = failed = 0
     for rule in p.order:
         owner = rule.owner
-        if owner.kind is OwnerKind.OUTPUT and inputs.outputs.get(owner.name) is None:
+        if owner.kind is OwnerKind.OUTPUT and owner.name not in rendered:
             skipped += 1
             continue
         missing = sorted(
-            n
-            for n in rule.refs.outputs
-            if n != ANY and n != owner.name and inputs.outputs.get(n) is None
+            n for n in rule.refs.outputs if n != ANY and n != owner.name and n not in rendered
         )
         if missing:
             evaluated += 1
@@ -145,21 +158,21 @@ def evaluate_deferred(ruleset: RuleSet, p: Plan, inputs: DeferredInputs) -> Defe
         if roots:
             suppressed.setdefault(roots[0], []).append(rule.title)
             continue
+        selves: Sequence[tuple[dict[str, Any], str, ObjectRef | None]]
+        keys: Sequence[Any] | None
         if owner.kind is OwnerKind.OUTPUT:
-            value = rendered[owner.name]
-            selves: Sequence[tuple[dict[str, Any], str, ObjectRef | None]] = [(value, "", None)]
+            selves = _OwnOutput(rendered, owner.name)
             location: Location | None = Location(file=str(owner.path))
+            keys = (OUTPUT_SELF,)
         else:
             selves = inputs.collections.get(owner.name, ())
             location = None
-        memo_key = (
-            inputs.memo_keys.get(memo_name(rule)) if owner.kind is OwnerKind.COLLECTION else None
-        )
-        keys = inputs.object_keys.get(owner.name) if memo_key is not None else None
+            keys = inputs.object_keys.get(owner.name)
+        memo_key = inputs.memo_keys.get(memo_name(rule))
         judged, rule_failed, blocking = _judge_all(
             rule,
             selves,
-            _visible(rule, shared),
+            functools.partial(_visible, rule, shared),
             location,
             result,
             memo=(memo_key, keys, inputs.known) if memo_key is not None and keys else None,
@@ -195,40 +208,117 @@ def memo_name(rule: CompiledRule) -> str:
     return f"{rule.owner.key}#{rule.index}"
 
 
+def has_value(outputs: Mapping[str, Any], name: str) -> bool:
+    """Whether output ``name`` produced a value, without converting it when ``outputs``
+    converts lazily (it then has a ``has_value`` method of its own)."""
+    ask = getattr(outputs, "has_value", None)
+    if callable(ask):
+        return bool(ask(name))
+    return outputs.get(name) is not None
+
+
+class _Rendered(Mapping[str, Any]):
+    """The outputs that produced a value; each converted when first read (a run whose
+    judgements are all known reads none of them)."""
+
+    def __init__(self, outputs: Mapping[str, Any]) -> None:
+        self._outputs = outputs
+        self._names = [n for n in outputs if has_value(outputs, n)]
+        self._present = frozenset(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._present
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._present:
+            raise KeyError(name)
+        return self._outputs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class _Lists(Mapping[str, list[Any]]):
+    """Collection → its objects' CEL values, listed when a rule first reads the collection."""
+
+    def __init__(self, collections: Mapping[str, Sequence[tuple[Any, str, Any]]]) -> None:
+        self._collections = collections
+        self._done: dict[str, list[Any]] = {}
+
+    def __getitem__(self, name: str) -> list[Any]:
+        found = self._done.get(name)
+        if found is None:
+            found = self._done[name] = [o for o, _, _ in self._collections[name]]
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._collections
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._collections)
+
+    def __len__(self) -> int:
+        return len(self._collections)
+
+
+class _OwnOutput(Sequence[tuple[Any, str, Any]]):
+    """An output rule's one ``self``: the output, converted when first read."""
+
+    def __init__(self, rendered: Mapping[str, Any], name: str) -> None:
+        self._rendered, self._name = rendered, name
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: Any) -> Any:
+        if i not in (0, -1):
+            raise IndexError(i)
+        return (self._rendered[self._name], "", None)
+
+
 def _visible(rule: CompiledRule, shared: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Only the outputs and collections ``rule`` names (all of them for a computed name).
+    """Only the outputs and collections ``rule`` names (all of them for a computed name),
+    as plain dicts for the runtime.
 
     The runtime converts a variable's whole value the first time an evaluation reads it;
     a collection rule is evaluated once per object, so handing it every output would
     convert every output once per object.
     """
     out = dict(shared)
-    if ANY not in rule.refs.outputs:
-        out[OUTPUTS] = {n: v for n, v in shared[OUTPUTS].items() if n in rule.refs.outputs}
-    if ANY not in rule.refs.collections:
-        out[RESOURCES] = {n: v for n, v in shared[RESOURCES].items() if n in rule.refs.collections}
+    outputs, lists = shared[OUTPUTS], shared[RESOURCES]
+    wanted = rule.refs.outputs
+    out[OUTPUTS] = {n: outputs[n] for n in outputs if ANY in wanted or n in wanted}
+    wanted = rule.refs.collections
+    out[RESOURCES] = {n: lists[n] for n in lists if ANY in wanted or n in wanted}
     return out
 
 
 def _judge_all(
     rule: CompiledRule,
     selves: Sequence[tuple[dict[str, Any], str, ObjectRef | None]],
-    shared: Mapping[str, Any],
+    visible: Callable[[], Mapping[str, Any]],
     location: Location | None,
     result: DeferredResult,
     memo: tuple[str, Sequence[Any], Mapping[tuple[str, Any], Judgement]] | None = None,
 ) -> tuple[int, bool, bool]:
     """``memo`` (the rule's memo key, the objects' content keys, known judgements): an
     object whose judgement on the same inputs is known is not judged again (and, when
-    ``selves`` converts lazily, not converted either)."""
+    ``selves`` converts lazily, not converted either). ``visible()`` gives what the rule
+    reads besides ``self``, asked for only when something is judged."""
     judged = 0
     rule_failed = blocking = False
+    shared: Mapping[str, Any] | None = None
     for i in range(len(selves)):
         object_key = memo[1][i] if memo is not None else None
         key = (memo[0], object_key) if memo is not None and object_key is not None else None
         j = memo[2].get(key) if memo is not None and key is not None else None
         if j is None:
             value, subject, ref = selves[i]
+            if shared is None:
+                shared = visible()
             try:
                 j = judge(
                     rule, {**shared, "self": value}, location=location, object=ref, subject=subject

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, make
+from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, Severity, make
 from controller.observability import escape_controls
 from controller.render import RenderedOutput
 from controller.resources import object_ref
@@ -44,6 +46,7 @@ __all__ = [
     "Batch",
     "InlineRules",
     "ObjectMemo",
+    "OutputMemo",
     "all_pass_program",
     "budget_diagnostic",
     "check_objects",
@@ -190,6 +193,65 @@ def judge_many(
     return batch
 
 
+_OutputKey = tuple[str, str, bytes]
+"""(output name, deploy path, digest of the content): everything ``self`` of an output is."""
+
+
+class OutputMemo:
+    """Inline verdicts of outputs by content, shared by the renders of one rule set.
+
+    An inline output rule reads only ``self`` — the output's name, path and content — so its
+    verdict is a function of the rule set (one memo per
+    :class:`~controller.validation.rules.RuledRenderer`) and those: an output whose bytes did
+    not change (an object the templates ignore, a resync, an admission proposal beside the
+    live render) is not judged again, and no worker is forked for it. Kept: passes and
+    warnings. A verdict with an error, or a batch that ran out of budget, is judged again
+    next time, as the verdict cache never keeps a failure. Renders may run in several
+    threads at once (admission), hence the lock.
+    """
+
+    MAX_ENTRIES = 256
+    MAX_IDENTITIES = 16
+    """Content digests found by the text's identity (a kept output is the same string from
+    one render to the next); strong references, few, so old outputs are not held long."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._verdicts: OrderedDict[_OutputKey, tuple[Verdict, RuleCounters]] = OrderedDict()
+        self._ids: dict[int, tuple[str, bytes]] = {}
+        self.hits = 0
+
+    def key(self, name: str, out: RenderedOutput) -> _OutputKey:
+        text = out.content
+        with self._lock:
+            hit = self._ids.get(id(text))
+        if hit is not None and hit[0] is text:
+            return (name, out.path, hit[1])
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        with self._lock:
+            if len(self._ids) >= self.MAX_IDENTITIES:
+                self._ids.clear()
+            self._ids[id(text)] = (text, digest)
+        return (name, out.path, digest)
+
+    def get(self, key: _OutputKey) -> tuple[Verdict, RuleCounters] | None:
+        with self._lock:
+            found = self._verdicts.get(key)
+            if found is not None:
+                self._verdicts.move_to_end(key)
+                self.hits += 1
+            return found
+
+    def put(self, key: _OutputKey, verdict: Verdict, counters: RuleCounters) -> None:
+        if any(d.severity.rank <= Severity.ERROR.rank for d in verdict):
+            return
+        with self._lock:
+            self._verdicts[key] = (verdict, counters)
+            self._verdicts.move_to_end(key)
+            while len(self._verdicts) > self.MAX_ENTRIES:
+                self._verdicts.popitem(last=False)
+
+
 class InlineRules:
     """The ``after_output`` hook of one render: a fresh budget per render."""
 
@@ -199,10 +261,12 @@ class InlineRules:
         *,
         budget: RunBudget | None = None,
         isolation: Isolation = Isolation.AUTO,
+        memo: OutputMemo | None = None,
     ) -> None:
         self.ruleset = ruleset
         self.budget = budget or RunBudget()
         self.isolation = isolation
+        self.memo = memo
         self.counters = RuleCounters()
         self.seconds = 0.0
         """Time spent judging, over every output of the render."""
@@ -225,6 +289,13 @@ class InlineRules:
     def _judge(
         self, name: str, out: RenderedOutput, rules: Sequence[CompiledRule]
     ) -> list[Diagnostic]:
+        key = self.memo.key(name, out) if self.memo is not None else None
+        known = self.memo.get(key) if self.memo is not None and key is not None else None
+        if known is not None:
+            # The same rules on the same name, path and content: the same verdict. Its rule
+            # units count as they did when judged.
+            self._count(Batch(counters=known[1]))
+            return list(known[0])
         location = Location(file=out.path)
         selves = [(output_value(name, out.path, out.content), "", None)]
         combined = self.ruleset.all_pass(f"output:{name}", tuple(rules), all_pass_program)
@@ -241,6 +312,8 @@ class InlineRules:
         self._count(batch)
         if batch.exhausted is not None and self.budget.exhausted is None:
             self.budget.exhausted = batch.exhausted
+        if batch.exhausted is None and self.memo is not None and key is not None:
+            self.memo.put(key, tuple(batch.diagnostics), batch.counters)
         return batch.diagnostics
 
     def _count(self, batch: Batch) -> None:

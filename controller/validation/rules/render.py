@@ -46,7 +46,13 @@ from controller.validation.rules.budget import (
     time_budget_of,
 )
 from controller.validation.rules.compiled import Locator, RuleSet
-from controller.validation.rules.inline import Batch, InlineRules, ObjectMemo, check_objects
+from controller.validation.rules.inline import (
+    Batch,
+    InlineRules,
+    ObjectMemo,
+    OutputMemo,
+    check_objects,
+)
 from controller.validation.rules.reads import collections_read, readers_of
 
 __all__ = ["InlineStats", "RuledRenderer"]
@@ -119,6 +125,7 @@ class RuledRenderer:
         self.time_budget = time_budget
         self.isolation = isolation
         self._memo = ObjectMemo()
+        self._outputs = OutputMemo()
         self._reads: Mapping[str, frozenset[str]] | None = None
 
     @classmethod
@@ -193,7 +200,9 @@ class RuledRenderer:
                 checking = _objects_pool().submit(
                     _timed_check, self.ruleset, wanted, objects_budget, self.isolation, self._memo
                 )
-                hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
+                hook = InlineRules(
+                    self.ruleset, budget=budget, isolation=self.isolation, memo=self._outputs
+                )
                 result = self.renderer.render(
                     view, http=http, extra_context=extra_context, after_output=hook
                 )
@@ -249,7 +258,9 @@ class RuledRenderer:
                     result = None
                     budget = RunBudget(self.time_budget, used=objects_budget.used)
         if result is None:
-            hook = InlineRules(self.ruleset, budget=budget, isolation=self.isolation)
+            hook = InlineRules(
+                self.ruleset, budget=budget, isolation=self.isolation, memo=self._outputs
+            )
             result = self.renderer.render(
                 view, http=http, extra_context=extra_context, after_output=hook, skip=skip
             )

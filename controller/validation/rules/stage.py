@@ -13,11 +13,11 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from controller.diagnostics import Phase
-from controller.render import RenderResult
+from controller.render import FileEntry, RenderResult
 from controller.resources import StoreView, object_ref
 from controller.validation.report import RuleCounters
 from controller.validation.rules.budget import (
@@ -30,11 +30,13 @@ from controller.validation.rules.budget import (
     is_cheap,
 )
 from controller.validation.rules.cel import to_cel
-from controller.validation.rules.compiled import OwnerKind, RuleSet
+from controller.validation.rules.compiled import CompiledRule, OwnerKind, RuleSet
 from controller.validation.rules.deferred import (
+    OUTPUT_SELF,
     DeferredInputs,
     DeferredResult,
     evaluate_deferred,
+    has_value,
     memo_name,
     plan,
 )
@@ -55,6 +57,10 @@ def _collection_names(ruleset: RuleSet) -> list[str]:
             names.update(ruleset.collections if n == ANY else (n,))
     return sorted(names)
 
+
+_MAX_DIGESTS = 16
+"""Output digests remembered by identity (strong references, so an id is not reused while
+remembered: the bound keeps old outputs from being held); past it, forgotten all at once."""
 
 _Keyed = tuple[list[Any], list[bytes | None]]
 """A collection's objects and their content keys (None: no JSON spelling)."""
@@ -100,17 +106,20 @@ def deferred_inputs(
 ) -> DeferredInputs:
     """Convert what the deferred rules of ``ruleset`` read from ``render`` for CEL
     (``lazy``: each object when first read)."""
-    outputs: dict[str, dict[str, Any] | None] = {}
+    entries: dict[str, FileEntry | None] = {}
     states: dict[str, str] = {}
     for name, owner in ruleset.outputs.items():
         status = render.outputs.get(name)
         entry = render.files.get(str(owner.path))
         if entry is not None and (status is None or status.state == "rendered"):
-            content = entry.content.decode("utf-8", errors="replace")
-            outputs[name] = output_value(name, str(owner.path), content)
+            entries[name] = entry
         else:
-            outputs[name] = None
+            entries[name] = None
             states[name] = status.state if status is not None else "not rendered"
+    outputs = _Outputs(entries)
+    if not lazy:
+        for name in outputs:
+            outputs[name]
     view = render.inputs.view if render.inputs is not None else None
     collections: dict[str, Sequence[tuple[Any, str, Any]]] = {
         name: _Selves(_objects(view, name))
@@ -122,6 +131,35 @@ def deferred_inputs(
         render.inputs.extra_context if render.inputs is not None else ruleset.extra_context
     )
     return DeferredInputs(outputs, states, collections, to_cel(extra))
+
+
+class _Outputs(Mapping[str, dict[str, Any] | None]):
+    """Output → its CEL value (None: it produced none), converted when first read: a run
+    whose judgements are all known converts no output (``haproxy.cfg`` is the largest input
+    of all)."""
+
+    def __init__(self, entries: Mapping[str, FileEntry | None]) -> None:
+        self.entries = entries
+        self._done: dict[str, dict[str, Any]] = {}
+
+    def has_value(self, name: str) -> bool:
+        return self.entries.get(name) is not None
+
+    def __getitem__(self, name: str) -> dict[str, Any] | None:
+        entry = self.entries[name]
+        if entry is None:
+            return None
+        found = self._done.get(name)
+        if found is None:
+            content = entry.content.decode("utf-8", errors="replace")
+            found = self._done[name] = output_value(name, entry.path, content)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
 
 
 def _safe_ref(obj: Any) -> Any:
@@ -152,6 +190,10 @@ class RulesStage(Stage):
         self._by_token: dict[str, tuple[object | None, _Keyed]] = {}
         self._keys: dict[str, dict[int, tuple[Any, bytes | None]]] = {}
         self._known: dict[tuple[str, Any], Judgement] = {}
+        self._digests: dict[int, tuple[bytes, str]] = {}
+        self.evaluations_pending = 0
+        """How many judgements the last run had to make afresh (an upper bound: known
+        judgements are reused; rules skipped or suppressed are counted)."""
 
     def _inputs(self, render: RenderResult) -> DeferredInputs:
         """Converted once per candidate: the pipeline asks for the cache key, then runs."""
@@ -161,38 +203,68 @@ class RulesStage(Stage):
         inputs = deferred_inputs(self.ruleset, render, lazy=True)
         keyed = self._keyed_objects(render)
         object_keys = {name: keyed[name][1] for name in inputs.collections}
-        memo_keys = self._memo_keys(inputs, object_keys)
+        memo_keys = self._memo_keys(render, inputs, object_keys)
         inputs = dataclasses.replace(
             inputs, known=self._known, memo_keys=memo_keys, object_keys=object_keys
         )
         self._memo = (render, inputs)
         return inputs
 
-    def _convert_needed(self, inputs: DeferredInputs) -> None:
-        """Convert here, not in the evaluation worker, every object an evaluation will read:
-        conversion is not rule evaluation and must not eat the rules' time budget."""
-        rules = self.ruleset.deferred
-        everything = {
-            n
-            for r in rules
-            for n in (self.ruleset.collections if ANY in r.refs.collections else r.refs.collections)
-        }
-        for name, selves in inputs.collections.items():
-            owned = [
-                r for r in rules if r.owner.kind is OwnerKind.COLLECTION and r.owner.name == name
-            ]
-            keys = inputs.object_keys.get(name, [])
-            if name in everything or any(memo_name(r) not in inputs.memo_keys for r in owned):
-                wanted: Iterable[int] = range(len(selves))
+    def _pending(self, inputs: DeferredInputs) -> list[tuple[CompiledRule, Sequence[int]]]:
+        """Each rule of the plan with what it would judge afresh: the indexes of the objects
+        (the one output, index 0) whose judgement with the same inputs is not known. Rules
+        the run then skips or suppresses are counted too: this is an upper bound."""
+        out: list[tuple[CompiledRule, Sequence[int]]] = []
+        for r in self.plan.order:
+            memo = inputs.memo_keys.get(memo_name(r))
+            if r.owner.kind is OwnerKind.OUTPUT:
+                if not has_value(inputs.outputs, r.owner.name):
+                    out.append((r, ()))
+                elif memo is None or (memo, OUTPUT_SELF) not in inputs.known:
+                    out.append((r, (0,)))
+                else:
+                    out.append((r, ()))
+                continue
+            keys = inputs.object_keys.get(r.owner.name, [])
+            count = len(inputs.collections.get(r.owner.name, ()))
+            if memo is None or len(keys) != count:
+                out.append((r, range(count)))
             else:
-                memo = [inputs.memo_keys[memo_name(r)] for r in owned]
-                wanted = [
-                    i
-                    for i, k in enumerate(keys)
-                    if k is None or any((m, k) not in inputs.known for m in memo)
-                ]
-            for i in wanted:
-                selves[i]
+                out.append(
+                    (
+                        r,
+                        [
+                            i
+                            for i, k in enumerate(keys)
+                            if k is None or (memo, k) not in inputs.known
+                        ],
+                    )
+                )
+        return out
+
+    def _convert_needed(
+        self, inputs: DeferredInputs, pending: Sequence[tuple[CompiledRule, Sequence[int]]]
+    ) -> None:
+        """Convert here, not in the evaluation worker, everything an evaluation will read:
+        conversion is not rule evaluation and must not eat the rules' time budget. What
+        only known judgements would read is not converted at all."""
+        for r, todo in pending:
+            if not todo:
+                continue
+            if r.owner.kind is OwnerKind.COLLECTION:
+                selves = inputs.collections.get(r.owner.name, ())
+                for i in todo:
+                    selves[i]
+            else:
+                inputs.outputs[r.owner.name]
+            names = self.ruleset.collections if ANY in r.refs.collections else r.refs.collections
+            for n in names:
+                for i in range(len(inputs.collections.get(n, ()))):
+                    inputs.collections[n][i]
+            outs = self.ruleset.outputs if ANY in r.refs.outputs else r.refs.outputs
+            for n in outs:
+                if n in inputs.outputs:
+                    inputs.outputs[n]
 
     def _keyed_objects(self, render: RenderResult) -> dict[str, _Keyed]:
         """The objects of each collection the deferred rules read, with their content keys;
@@ -231,17 +303,20 @@ class RulesStage(Stage):
         return out
 
     def _memo_keys(
-        self, inputs: DeferredInputs, object_keys: Mapping[str, list[bytes | None]]
+        self,
+        render: RenderResult,
+        inputs: DeferredInputs,
+        object_keys: Mapping[str, list[bytes | None]],
     ) -> dict[str, str]:
-        """Per collection rule: a digest of everything it reads besides ``self`` — the
-        extraContext it reads, the contents of the collections and outputs it names — so
-        that a judgement made with the same digest on an object with the same content is
-        the same judgement. None of it is read: no key, judged afresh."""
+        """Per rule: a digest of everything it reads besides the object it judges — the
+        extraContext it reads, the contents of the collections and outputs it names (an
+        output rule's own output among them) — so that a judgement made with the same
+        digest on an object with the same content is the same judgement (an output rule
+        has one, under :data:`OUTPUT_SELF`). An object with no content key among what the
+        rule reads: no key, judged afresh."""
         out: dict[str, str] = {}
         extra: str | None = None
         for r in self.ruleset.deferred:
-            if r.owner.kind is not OwnerKind.COLLECTION:
-                continue
             parts: list[Any] = [r.owner.key, r.index]
             if EXTRA in r.refs.variables:
                 if extra is None:
@@ -257,13 +332,31 @@ class RulesStage(Stage):
                     break
                 parts.append([n, [k.hex() for k in keys if k is not None]])
             else:
-                outs = self.ruleset.outputs if ANY in r.refs.outputs else r.refs.outputs
+                outs = set(self.ruleset.outputs if ANY in r.refs.outputs else r.refs.outputs)
+                if r.owner.kind is OwnerKind.OUTPUT:
+                    outs.add(r.owner.name)
                 for n in sorted(outs):
-                    value = inputs.outputs.get(n)
-                    parts.append([n, value["content"] if value else inputs.states.get(n)])
+                    owner = self.ruleset.outputs.get(n)
+                    entry = render.files.get(str(owner.path)) if owner is not None else None
+                    if has_value(inputs.outputs, n) and entry is not None:
+                        parts.append([n, self._digest(entry.content)])
+                    else:
+                        parts.append([n, None, inputs.states.get(n)])
                 text = json.dumps(parts)
                 out[memo_name(r)] = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
         return out
+
+    def _digest(self, content: bytes) -> str:
+        """An output's content digest, found by identity while the renderer keeps the output
+        (an unchanged output is the same bytes object from one render to the next)."""
+        hit = self._digests.get(id(content))
+        if hit is not None and hit[0] is content:
+            return hit[1]
+        digest = hashlib.blake2b(content, digest_size=20).hexdigest()
+        if len(self._digests) >= _MAX_DIGESTS:
+            self._digests.clear()
+        self._digests[id(content)] = (content, digest)
+        return digest
 
     def fingerprint(self) -> str:
         return hashlib.sha256(
@@ -333,17 +426,17 @@ class RulesStage(Stage):
             return StageOutcome(rules=RuleCounters())
         inputs = self._inputs(ctx.render)
         self._memo = None  # do not keep the candidate alive after its run
+        pending = self._pending(inputs)
         # Converted here, in the stage's own time and before a worker forks; not when the
         # pipeline only asks for the cache key (a cache hit needs no conversion at all).
-        self._convert_needed(inputs)
-        evaluations = sum(
-            len(inputs.collections.get(r.owner.name, ()))
-            if r.owner.kind is OwnerKind.COLLECTION
-            else 1
-            for r in self.plan.order
-        )
+        self._convert_needed(inputs, pending)
+        # Only what is judged afresh counts: with every judgement known (the same objects
+        # and the same outputs as before), nothing is evaluated and the lookups need no
+        # worker; one new object is one evaluation per rule, judged as the rules require.
+        evaluations = sum(len(todo) for _, todo in pending)
         budget = RunBudget(self.time_budget)
-        cheap = is_cheap(self.plan.order, evaluations)
+        cheap = is_cheap([r for r, todo in pending if todo], evaluations)
+        self.evaluations_pending = evaluations
 
         def work() -> DeferredResult:
             return evaluate_deferred(self.ruleset, self.plan, inputs)
@@ -364,6 +457,7 @@ class RulesStage(Stage):
         """Keep the judgements of this run's inputs (known and fresh), and only those."""
         wanted = set(inputs.memo_keys.values())
         present = {k for keys in inputs.object_keys.values() for k in keys if k is not None}
+        present.add(OUTPUT_SELF)
         kept = {k: j for k, j in self._known.items() if k[0] in wanted and k[1] in present}
         kept.update(fresh)
         self._known = kept

@@ -208,6 +208,12 @@ def _with_inputs(*phases: Phase) -> list[FakeStage]:
     return [_InputStage(p) if p is Phase.RULES else FakeStage(p) for p in phases]
 
 
+def _rules_of(st: list[FakeStage]) -> _InputStage:
+    found = st[3]
+    assert isinstance(found, _InputStage)
+    return found
+
+
 FIVE = (Phase.SYNTAX, Phase.SCHEMA, Phase.HAPROXY, Phase.RULES, Phase.EXTERNAL)
 
 
@@ -217,7 +223,7 @@ async def test_same_bytes_with_new_inputs_rerun_only_the_stage_that_reads_them()
     p = cached_pipeline(st)
     first = await p.validate(render_of())
     assert first.valid and [s.calls for s in st] == [1, 1, 1, 1, 1]
-    st[3].inputs = "objects-2"  # an object the templates ignore: identical bytes
+    _rules_of(st).inputs = "objects-2"  # an object the templates ignore: identical bytes
     second = await p.validate(render_of())
     assert second.valid and not second.metadata.cache_hit
     assert [s.calls for s in st] == [1, 1, 1, 2, 1]
@@ -234,7 +240,7 @@ async def test_a_failing_input_stage_still_stops_the_run_after_reused_stages() -
     st = _with_inputs(*FIVE)
     p = cached_pipeline(st)
     await p.validate(render_of())
-    st[3].inputs = "objects-2"
+    _rules_of(st).inputs = "objects-2"
     st[3].diagnostics = [at("E5001", Phase.RULES)]
     report = await p.validate(render_of())
     assert not report.valid
@@ -250,7 +256,7 @@ async def test_a_failing_bytes_stage_is_never_reused() -> None:
     st[2].diagnostics = [at("E4001", Phase.HAPROXY)]
     p = cached_pipeline(st)
     for k in range(3):
-        st[3].inputs = f"objects-{k}"
+        _rules_of(st).inputs = f"objects-{k}"
         report = await p.validate(render_of())
         assert not report.valid and report.metadata.stages_skipped == [Phase.RULES, Phase.EXTERNAL]
     # syntax and schema passed these bytes and are reused; haproxy failed, so it runs again
@@ -263,7 +269,7 @@ async def test_a_validator_failure_let_pass_is_not_reused() -> None:
     st[4].returns = StageOutcome([at("W6008", Phase.EXTERNAL)], cacheable=False)
     p = cached_pipeline(st)
     await p.validate(render_of())
-    st[3].inputs = "objects-2"
+    _rules_of(st).inputs = "objects-2"
     report = await p.validate(render_of())
     assert report.valid and [s.calls for s in st] == [1, 1, 1, 2, 2]
 
@@ -276,7 +282,7 @@ async def test_bytes_stages_run_again_when_only_part_of_them_is_known() -> None:
     p = cached_pipeline(st)
     await p.validate(render_of())
     st[3].diagnostics = []
-    st[3].inputs = "objects-2"
+    _rules_of(st).inputs = "objects-2"
     report = await p.validate(render_of())
     assert report.valid and [s.calls for s in st] == [1, 1, 1, 2, 1]
 
