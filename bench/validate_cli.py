@@ -1,15 +1,21 @@
 """Benchmark of ``htc validate`` over generated manifests, end to end, as a user runs it.
 
-    python bench/validate_cli.py --ingresses 2000 [--haproxy BIN] [--repeat 3] [--profile OUT] --json
+    python bench/validate_cli.py --ingresses 2000 [--haproxy BIN] [--repeat 3] [--profile OUT]
+        [--templates warm|off|paired] --json
 
 Writes N Ingresses, N Services and N EndpointSlices (the objects of ``bench/render.py``) as
 three YAML files into a temporary directory, then runs ``htc validate`` on the quickstart
 config over them in a fresh interpreter, ``--repeat`` times after one uncounted run that
-writes the bytecode cache (as an installed package has it). Reports the wall time of each
-run (``wallMs``: interpreter start, imports, loading, render, pipeline, report; the issue's
-target is ≤ 2,000 ms at N = 2,000), its CPU time with its children (``cpuMs``: on a shared
-machine wall time mostly measures the neighbours), the medians, and the report's own timings
-(render, inline rules, each pipeline stage).
+writes the bytecode cache (as an installed package has it) and the compiled templates (as any
+earlier run of the user's has, see ``controller.render.codecache``), both kept in the
+temporary directory. ``--templates off`` counts runs without the template cache, which
+compile every template as a first run does; ``--templates paired`` alternates both and
+reports the CPU each pair saved.
+
+Reports the wall time of each run (``wallMs``: interpreter start, imports, loading, render,
+pipeline, report; the issue's target is ≤ 2,000 ms at N = 2,000), its CPU time with its
+children (``cpuMs``: on a shared machine wall time mostly measures the neighbours), the
+medians, and the report's own timings (render, inline rules, each pipeline stage).
 
 ``--profile OUT`` runs the command once more in this process under cProfile and writes the
 stats to OUT (read them with ``python -m pstats OUT``), with the command's steps (``profileSteps``:
@@ -75,12 +81,14 @@ def _args(folder: Path, haproxy: str | None) -> list[str]:
     return out
 
 
-def _env(pycache: Path) -> dict[str, str]:
+def _env(folder: Path, templates: bool = True) -> dict[str, str]:
     """The environment of a user's run: bytecode cached (an installed package has it), here
-    under ``pycache`` so that the checkout stays clean, whatever the caller's environment
-    says about writing bytecode."""
+    under ``folder`` so that the checkout stays clean, whatever the caller's environment
+    says about writing bytecode; compiled templates cached there too (``templates``) or not
+    at all."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    env["HTC_TEMPLATE_CACHE"] = str(folder / "templates") if templates else "off"
     return env
 
 
@@ -106,11 +114,13 @@ def run_once(folder: Path, haproxy: str | None, env: dict[str, str]) -> dict[str
     }
 
 
-def profile(folder: Path, haproxy: str | None, out: Path) -> dict[str, Any]:
-    """The command once in this process under cProfile: time per step, top 25 by own time."""
+def profile(folder: Path, haproxy: str | None, out: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The command once in this process under cProfile (with the counted runs' template
+    cache): time per step, top 25 by own time."""
     import cProfile
     import pstats
 
+    os.environ["HTC_TEMPLATE_CACHE"] = env["HTC_TEMPLATE_CACHE"]
     sys.path.insert(0, str(ROOT))
     from controller.cli import main as htc_main
 
@@ -159,34 +169,58 @@ thread (``evaluate``), which cProfile does not see: its time is the report's ``r
 per-phase figures."""
 
 
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "wallMsMedian": statistics.median(r["wallMs"] for r in runs),
+        "wallMsMin": min(r["wallMs"] for r in runs),
+        "cpuMsMedian": statistics.median(r["cpuMs"] for r in runs),
+        "runs": runs,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--ingresses", type=int, default=2000)
     parser.add_argument("--haproxy", default=None, help="haproxy binary (default: the spec's)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
+    parser.add_argument(
+        "--templates",
+        choices=("warm", "off", "paired"),
+        default="warm",
+        help="counted runs with the template cache written by the first run (warm), without "
+        "it (off: every template compiled, as a user's first run), or alternating (paired)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    modes = ("warm", "off") if args.templates == "paired" else (args.templates,)
     with tempfile.TemporaryDirectory(prefix="htc-bench-") as tmp:
         folder = Path(tmp)
         manifests = folder / "manifests"
         manifests.mkdir()
         write_manifests(args.ingresses, manifests)
-        env = _env(folder / "pycache")
-        run_once(manifests, args.haproxy, env)  # writes the bytecode cache; not counted
-        runs = [run_once(manifests, args.haproxy, env) for _ in range(args.repeat)]
+        envs = {"warm": _env(folder), "off": _env(folder, templates=False)}
+        run_once(manifests, args.haproxy, envs["warm"])  # writes both caches; not counted
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+        for k in range(args.repeat):  # paired runs alternate which comes first
+            for mode in modes if k % 2 == 0 else modes[::-1]:
+                runs[mode].append(run_once(manifests, args.haproxy, envs[mode]))
         out: dict[str, Any] = {
             "ingresses": args.ingresses,
             "objects": 3 * args.ingresses,
-            "wallMsMedian": statistics.median(r["wallMs"] for r in runs),
-            "wallMsMin": min(r["wallMs"] for r in runs),
-            "cpuMsMedian": statistics.median(r["cpuMs"] for r in runs),
+            "templateCache": modes[0],
+            **_summary(runs[modes[0]]),
             "loadAverage": os.getloadavg()[0],
             "targetMs": 2000,
-            "runs": runs,
         }
+        if args.templates == "paired":
+            out["templatesOff"] = _summary(runs["off"])
+            out["pairedCpuSavedMs"] = [
+                round(off["cpuMs"] - warm["cpuMs"], 1)
+                for warm, off in zip(runs["warm"], runs["off"], strict=True)
+            ]
         if args.profile is not None:
-            out.update(profile(manifests, args.haproxy, args.profile))
+            out.update(profile(manifests, args.haproxy, args.profile, envs[modes[0]]))
     if args.json:
         print(json.dumps(out))
     else:

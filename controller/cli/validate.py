@@ -35,7 +35,7 @@ from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
 from controller.cli.progress import loaded_summary, step
 from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
-from controller.render import RenderResult
+from controller.render import RenderResult, disk_cache
 from controller.spec import HAProxyTemplateConfigSpec, Locate, ValidationSettings
 from controller.validation import (
     FORMATS,
@@ -184,9 +184,11 @@ def command(
         _emit(report, fmt, output, render)
         raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
     # The controller's own engine, as reconcile builds it (without the warm-up a long-running
-    # process pays once: this command judges one candidate).
+    # process pays once: this command judges one candidate). Its templates compile once per
+    # source and user: later runs load the code (controller.render.codecache).
     try:
-        engine = default_engine(haproxy_binary, locate=inputs.locate, warm=False)(spec)
+        with disk_cache():
+            engine = default_engine(haproxy_binary, locate=inputs.locate, warm=False)(spec)
     except PipelineSetupError as exc:
         _fail_inputs(exc.diagnostics, fmt, output)
     with step("rendering and validating"):

@@ -1,9 +1,11 @@
 """Sandboxed Jinja2 rendering of a HAProxyTemplateConfig over a store snapshot.
 
 ``Renderer(spec).render(view)`` → :class:`RenderResult` (FileSet + source map + diagnostics).
-``docs/templates.md`` is the template author's reference.
+``docs/templates.md`` is the template author's reference. Compiled templates are reused across
+Renderers of a process, and by commands across runs (:mod:`controller.render.codecache`).
 """
 
+from controller.render.codecache import CodeCache, disk_cache
 from controller.render.context import RenderedOutput
 from controller.render.expression import parse_expression
 from controller.render.fileset import (
@@ -32,6 +34,7 @@ __all__ = [
     "KIND_DIRS",
     "MAIN_CONFIG",
     "AfterOutput",
+    "CodeCache",
     "FileEntry",
     "FileKind",
     "FileSet",
@@ -49,6 +52,7 @@ __all__ = [
     "SourceMap",
     "TemplateRefs",
     "check_name",
+    "disk_cache",
     "parse_expression",
     "path_for",
     "strongly_connected",

@@ -31,6 +31,7 @@ from controller.diagnostics import (
     make,
 )
 from controller.render.budget import BudgetExceeded, Meter, current
+from controller.render.codecache import CodeCache, Compiled, Kind, shared
 from controller.render.context import CURRENT, Outputs, PathFor, RenderedOutput, Resources
 from controller.render.environment import TemplateEnvironment
 from controller.render.errors import render_error, syntax_error
@@ -179,11 +180,16 @@ class _Failure:
 class Renderer:
     """Compiled templates and render graph of one spec; :meth:`render` is cheap and reentrant."""
 
-    def __init__(self, spec: HAProxyTemplateConfigSpec) -> None:
+    def __init__(
+        self, spec: HAProxyTemplateConfigSpec, *, code_cache: CodeCache | None = None
+    ) -> None:
+        """``code_cache``: where compiled sources are reused from (default: the process's,
+        see :mod:`controller.render.codecache`)."""
         self.spec = spec
         self._loader = SnippetLoader()
         self.environment = env = TemplateEnvironment(self._loader)
         env.filters.update(FILTERS)
+        self._codes = (code_cache if code_cache is not None else shared()).bind(env)
         self._static: list[Diagnostic] = []
         self._failures: dict[str, _Failure] = {}
         self._free: dict[str, frozenset[str]] = {}
@@ -251,13 +257,19 @@ class Renderer:
     ) -> tuple[Template | None, TemplateRefs | None, Diagnostic | None]:
         env = self.environment
         cls = SnippetTemplate if snippet else env.template_class
-        try:
+        kind: Kind = "snippet" if snippet else "template"
+
+        def build() -> Compiled:
             tree = env.parse(source, name=name, filename=name)
             refs = references(tree, name)
+            free = frozenset(meta.find_undeclared_variables(tree)) if snippet else None
+            return Compiled(env.compile(tree, name=name, filename=name), refs, free)
+
+        try:
+            found = self._codes.compiled(kind, name, source, build)
             if snippet:
-                self._free[name] = frozenset(meta.find_undeclared_variables(tree))
-            code = env.compile(tree, name=name, filename=name)
-            return cls.from_code(env, code, env.make_globals(None)), refs, None
+                self._free[name] = found.free or frozenset()
+            return cls.from_code(env, found.code, env.make_globals(None)), found.refs, None
         except TemplateSyntaxError as exc:
             return None, None, syntax_error(exc, name, output_path=output_path)
         except RecursionError:
@@ -298,14 +310,19 @@ class Renderer:
     ) -> tuple[Template | None, TemplateRefs | None, Diagnostic | None]:
         env = self.environment
         tname = d.name + WHEN_SUFFIX
-        try:
+
+        def build() -> Compiled:
             expr = parse_expression(env, source, tname)
             target = nodes.Name("result", "store", lineno=1)
             tree = nodes.Template([nodes.Assign(target, expr, lineno=1)], lineno=1)
             tree.set_environment(env)
             refs = references(tree, tname)
-            code = env.compile(tree, name=tname, filename=tname)
-            return env.template_class.from_code(env, code, env.make_globals(None)), refs, None
+            return Compiled(env.compile(tree, name=tname, filename=tname), refs)
+
+        try:
+            found = self._codes.compiled("when", tname, source, build)
+            code = found.code
+            return env.template_class.from_code(env, code, env.make_globals(None)), found.refs, None
         except TemplateSyntaxError as exc:
             diag = make(
                 "E1009",

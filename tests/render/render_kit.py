@@ -22,6 +22,7 @@ __all__ = [
     "quickstart_spec",
     "render",
     "service",
+    "signature",
     "snapshot",
     "spec",
     "text",
@@ -81,6 +82,19 @@ def render(
     s: HAProxyTemplateConfigSpec, objects: Iterable[tuple[str, Mapping[str, Any]]] = (), **kw: Any
 ) -> RenderResult:
     return Renderer(s).render(snapshot(s, objects), **kw)
+
+
+def signature(r: RenderResult) -> Any:
+    """Everything a render reports, to compare two renders: the bytes, the source map, the
+    diagnostics and each output's state."""
+    files = [(e.path, e.kind, e.content) for e in r.files]
+    maps = {e.path: tuple(r.source_map.lines.get(e.path, ())) for e in r.files}
+    return (
+        files,
+        maps,
+        [d.model_dump_json() for d in r.diagnostics],
+        {n: (s.state, s.reason) for n, s in r.outputs.items()},
+    )
 
 
 def text(result: RenderResult, path: str = "haproxy.cfg") -> str:

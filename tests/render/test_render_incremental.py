@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.render import Renderer, RenderResult
+from controller.render import Renderer
 from controller.resources import Store, collections_for
 from controller.spec.loader import load_config
 from controller.spec.models import HAProxyTemplateConfigSpec
-from tests.render.render_kit import QUICKSTART
+from tests.render.render_kit import QUICKSTART, signature
 
 FEATURES: dict[str, Any] = {
     "watchedResources": {
@@ -277,17 +277,6 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return meta.get("namespace", ""), meta["name"]
 
 
-def _signature(r: RenderResult) -> Any:
-    files = [(e.path, e.kind, e.content) for e in r.files]
-    maps = {e.path: tuple(r.source_map.lines.get(e.path, ())) for e in r.files}
-    return (
-        files,
-        maps,
-        [d.model_dump_json() for d in r.diagnostics],
-        {n: (s.state, s.reason) for n, s in r.outputs.items()},
-    )
-
-
 def _run(spec: HAProxyTemplateConfigSpec, ops: list[tuple[str, str, int, int]]) -> None:
     store = Store.from_spec(spec)
     names = set(store.watched())
@@ -311,7 +300,7 @@ def _run(spec: HAProxyTemplateConfigSpec, ops: list[tuple[str, str, int, int]]) 
         view = store.snapshot()
         got = incremental.render(view, extra_context=extra)
         want = Renderer(spec).render(view, extra_context=extra)
-        assert _signature(got) == _signature(want), (op, collection, i, variant)
+        assert signature(got) == signature(want), (op, collection, i, variant)
 
 
 FAST = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -375,7 +364,7 @@ def test_outputs_and_modules_whose_reads_did_not_change_are_kept() -> None:
     assert now["maps/hosts.map"] is first["maps/hosts.map"]
     assert now["maps/paths.map"] is first["maps/paths.map"]
     assert now["haproxy.cfg"] is not first["haproxy.cfg"]
-    assert _signature(result) == _signature(Renderer(spec).render(view))
+    assert signature(result) == signature(Renderer(spec).render(view))
 
 
 def test_an_ignored_object_keeps_every_output() -> None:
@@ -390,7 +379,7 @@ def test_an_ignored_object_keeps_every_output() -> None:
     view = store.snapshot()
     result = r.render(view)
     assert all(e.content is first[e.path] for e in result.files)
-    assert _signature(result) == _signature(Renderer(spec).render(view))
+    assert signature(result) == signature(Renderer(spec).render(view))
 
 
 def test_a_module_evaluated_to_distinguishable_values_is_not_kept() -> None:
@@ -403,7 +392,7 @@ def test_a_module_evaluated_to_distinguishable_values_is_not_kept() -> None:
         store.apply("ingresses", _ingress(k, k + 1))
         view = store.snapshot()
         got = r.render(view)
-        assert _signature(got) == _signature(Renderer(spec).render(view))
+        assert signature(got) == signature(Renderer(spec).render(view))
         line = got.files.get("maps/quirks.map")
         assert line is not None
         assert line.content == (b"a 1 True\n" if k % 2 == 0 else b"a True False\n")
@@ -421,4 +410,4 @@ def test_a_shared_module_an_output_changed_is_not_kept() -> None:
     assert now["maps/single.map"] is first["maps/single.map"]
     assert now["maps/late.map"] is not first["maps/late.map"]
     assert now["maps/late.map"] == b"n 1004\n"  # after grab.map's assignment, as in full
-    assert _signature(again) == _signature(Renderer(spec).render(store.snapshot()))
+    assert signature(again) == signature(Renderer(spec).render(store.snapshot()))
