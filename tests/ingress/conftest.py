@@ -15,6 +15,28 @@ from controller.local.app import LocalApp, LocalOptions
 from tests.ingress.ingress_kit import Cluster, Echoes, Start
 
 
+async def run_local(
+    cluster: Cluster, haproxy_bin: str, **extra_context: Any
+) -> tuple[LocalApp, io.StringIO]:
+    """Write the cluster's manifests and start ``htc local`` on them; the caller stops the
+    app. Returns it and its console output (the first deploy is in it)."""
+    cluster.write(**extra_context)
+    out = io.StringIO()
+    app = LocalApp(
+        LocalOptions(
+            directory=cluster.root,
+            haproxy=haproxy_bin,
+            work_dir=cluster.root.parent / "run",
+            out=out,
+            status_addr=None,
+            adapter_options={"debounce_ms": 30, "step_ms": 10},
+        )
+    )
+    await app.start()
+    assert "deployed" in out.getvalue(), out.getvalue()
+    return app, out
+
+
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="htc-ing-"))
@@ -33,21 +55,8 @@ async def serve(cluster: Cluster, haproxy_bin: str) -> AsyncIterator[Start]:
     apps: list[LocalApp] = []
 
     async def start(**extra_context: Any) -> io.StringIO:
-        cluster.write(**extra_context)
-        out = io.StringIO()
-        app = LocalApp(
-            LocalOptions(
-                directory=cluster.root,
-                haproxy=haproxy_bin,
-                work_dir=cluster.root.parent / "run",
-                out=out,
-                status_addr=None,
-                adapter_options={"debounce_ms": 30, "step_ms": 10},
-            )
-        )
-        await app.start()
+        app, out = await run_local(cluster, haproxy_bin, **extra_context)
         apps.append(app)
-        assert "deployed" in out.getvalue(), out.getvalue()
         return out
 
     yield start

@@ -248,6 +248,19 @@ def ingress_class(default: bool = True, controller: str = CONTROLLER) -> dict[st
     }
 
 
+def auth_secret(
+    name: str, data: dict[str, str], labelled: bool = True, encode: bool = True
+) -> dict[str, Any]:
+    """An Opaque htpasswd Secret, labelled for the library's `authsecrets` collection unless
+    told otherwise; ``data`` values are base64-encoded here unless ``encode`` is false."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if labelled:
+        meta["labels"] = {"haproxy-template.dev/auth-secret": "true"}
+    if encode:
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
+
+
 def ingress(name: str, spec: dict[str, Any], **annotations: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "default"}
     if annotations:

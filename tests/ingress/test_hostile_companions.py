@@ -1,13 +1,16 @@
 """Hostile values in the annotations that act only beside another one (cors-* with
-enable-cors, session-cookie-name with affinity, canary-* on a canary Ingress): with their
-companion switched on, the templates alone (no CEL rule) keep each value inert. Every line
-still tokenizes, carries no environment expansion, starts with a keyword the benign render
-with the same companions has, and no payload directive is a line of its own. The CEL rule
-annotation-values then refuses each such value, naming the annotation (last test)."""
+enable-cors, session-cookie-name with affinity, canary-* on a canary Ingress, auth-* with
+auth-type): with their companion switched on, the templates alone (no CEL rule) keep each
+value inert. Every line still tokenizes, carries no environment expansion, starts with a
+keyword the benign render with the same companions has, and no payload directive is a line
+of its own. The CEL rule annotation-values then refuses each such value, naming the
+annotation. The same holds for hostile content of an htpasswd Secret (last test), which no
+CEL rule guards: the template alone keeps it out of haproxy.cfg."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +23,7 @@ from controller.render import Renderer, RenderResult
 from controller.resources import Store
 from controller.spec.loader import load_config
 from controller.validation.syntax.tokenizer import tokenize
-from tests.ingress.ingress_kit import NGINX, QUICKSTART
+from tests.ingress.ingress_kit import NGINX, QUICKSTART, auth_secret
 
 PAYLOADS = {
     "newline": "x\n    lua-load /tmp/evil.lua",
@@ -56,6 +59,7 @@ GROUPS: dict[str, tuple[dict[str, str], list[str]]] = {
         ["canary-by-header-value"],
     ),
     "canary-weight": ({"canary": "true", "canary-weight-total": "50"}, ["canary-weight"]),
+    "auth": ({"auth-type": "basic"}, ["auth-secret", "auth-secret-type", "auth-realm"]),
     "plain": (
         {},
         [
@@ -167,3 +171,69 @@ def test_the_rule_refuses_them_naming_each_annotation(tmp_path: Path) -> None:
     assert "annotation-values on default/web" in finding["message"]
     for annotation in carriers:
         assert NGINX + annotation in finding["message"]
+
+
+# -- htpasswd Secrets (auth-type: basic) --------------------------------------------------------
+
+SHA512 = "$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG."
+
+# Where a payload goes in the Secret: each gives the Secret's data (values still plain text,
+# encoded below unless the place is the raw base64 itself) and its auth-secret-type.
+PLACES: dict[str, Any] = {
+    "user": lambda p: ({"auth": f"{p}:{SHA512}\n"}, "auth-file"),
+    "hash": lambda p: ({"auth": f"alice:{p}\n"}, "auth-file"),
+    "hash-after-prefix": lambda p: ({"auth": f"alice:$6${p}\n"}, "auth-file"),
+    "line-after-user": lambda p: ({"auth": f"alice:{SHA512}\n{p}\n"}, "auth-file"),
+    "map-key": lambda p: ({p: SHA512}, "auth-map"),
+    "map-value": lambda p: ({"alice": p}, "auth-map"),
+}
+
+
+def _auth_objects(data: dict[str, str], kind: str, raw: bool = False) -> list[tuple[str, Any]]:
+    annotations = {"auth-type": "basic", "auth-secret": "basic-auth", "auth-realm": "Staff"}
+    if kind != "auth-file":
+        annotations["auth-secret-type"] = kind
+    secret = auth_secret("basic-auth", data, encode=not raw)
+    return [("authsecrets", secret), *_objects(annotations)]
+
+
+def _render_objects(objs: list[tuple[str, Any]]) -> RenderResult:
+    store = Store.from_spec(SPEC)
+    for collection, obj in objs:
+        store.apply(collection, obj)
+    return RENDERER.render(store.snapshot())
+
+
+@pytest.mark.parametrize("place", [*sorted(PLACES), "raw-base64"])
+@pytest.mark.parametrize("payload", sorted(PAYLOADS))
+def test_hostile_htpasswd_secrets_stay_inert(place: str, payload: str) -> None:
+    """A payload anywhere in the Secret: the render succeeds, the entry is left out and
+    named by number only, the other users stay, and no payload text reaches haproxy.cfg."""
+    benign = _render_objects(_auth_objects({"auth": f"alice:{SHA512}\n"}, "auth-file"))
+    assert benign.ok, benign.diagnostics
+    if place == "raw-base64":
+        objs = _auth_objects({"auth": PAYLOADS[payload]}, "auth-file", raw=True)
+    else:
+        objs = _auth_objects(*PLACES[place](PAYLOADS[payload]))
+    result = _render_objects(objs)
+    assert result.ok, result.diagnostics
+    assert _keywords(result) <= _keywords(benign)
+    cfg = next(f.content.decode() for f in result.files if f.path == "haproxy.cfg")
+    for marker in ("lua-load", "HOME", "PATH", "passwd", "a" * 100, "\u2028"):
+        assert marker not in cfg, marker
+    kind = " (auth-map)" if place.startswith("map-") else ""
+    assert (
+        f"\n# unusable basic-auth Secret default/basic-auth{kind}, used by Ingress default/web: "
+        in cfg
+    )
+    # Every user line left is a plain name and a crypt(3) hash, single-quoted; with none
+    # left, every request is denied. alice stays when the payload was on a line of its own
+    # (and the Secret is not over the size limit).
+    users = [x for x in cfg.splitlines() if x.startswith("    user ")]
+    for x in users:
+        assert re.fullmatch(
+            r"    user [A-Za-z0-9._@+-]{1,64} password '\$(1|5|6|y|2[aby])\$[A-Za-z0-9./$=]*'", x
+        ), x
+    assert bool(users) != ("    http-request deny status 503\n" in cfg)
+    if place == "line-after-user" and payload != "very-long":
+        assert f"    user alice password '{SHA512}'" in users

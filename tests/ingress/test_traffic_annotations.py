@@ -1,24 +1,89 @@
 """Traffic annotations end to end: rate and connection limits, CORS, session affinity, load
-balancing, canary splits, upstream-vhost and x-forwarded-prefix, each observed in real
-requests through HAProxy in front of loopback echo backends; and the warning for a Service
-routed to without a ready endpoint (issue 19, item 7)."""
+balancing, canary splits, upstream-vhost and x-forwarded-prefix, ssl-passthrough, basic
+authentication, each observed in real requests through HAProxy in front of loopback echo
+backends; and the warnings for a Service routed to without a ready endpoint (issue 19, item 7)
+and for an htpasswd Secret HAProxy cannot fully use.
+
+Every scenario's manifests (distinct hosts, Ingress and Service names) go into one site, and
+one ``htc local`` per HAProxy binary serves them all for the whole module: a start costs
+seconds, a scenario's requests far less. Scenarios that change the site (the reload check)
+only add to it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import shutil
+import tempfile
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
+import pytest_asyncio
+
+from tests.conftest import HAPROXY
+from tests.ingress.conftest import run_local
 from tests.ingress.ingress_kit import (
     NGINX,
+    TLS,
     Cluster,
-    Start,
+    Echoes,
     annotated,
+    auth_secret,
     ingress,
     ingress_class,
     rule,
     self_signed,
 )
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@dataclass
+class Site:
+    cluster: Cluster
+    out: Any  # io.StringIO: htc local's console output
+    certs: dict[str, TLS]
+
+
+SCENARIOS: list[Callable[[Cluster, dict[str, TLS]], None]] = []
+
+
+def scenario(
+    setup: Callable[[Cluster, dict[str, TLS]], None],
+) -> Callable[[Cluster, dict[str, TLS]], None]:
+    """Register a scenario's manifests for the shared site."""
+    SCENARIOS.append(setup)
+    return setup
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["2.6", "2.8"])
+async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
+    """Every scenario of this module, served by one ``htc local`` with the given binary."""
+    family = request.param
+    if family not in HAPROXY:
+        pytest.fail(f"haproxy {family} not installed (found {sorted(HAPROXY)})")
+    root = Path(tempfile.mkdtemp(prefix="htc-traffic-"))
+    echoes = Echoes()
+    cluster = Cluster(root / "site", echoes)
+    certs: dict[str, TLS] = {}
+    cluster.add(ingress_class())
+    cluster.service("app")
+    try:
+        for setup in SCENARIOS:
+            setup(cluster, certs)
+        app, out = await run_local(cluster, HAPROXY[family])
+        try:
+            yield Site(cluster, out, certs)
+        finally:
+            await app.stop()
+    finally:
+        echoes.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 async def pods(cluster: Cluster, host: str, n: int, **kw: Any) -> Counter[str]:
@@ -31,15 +96,17 @@ async def pods(cluster: Cluster, host: str, n: int, **kw: Any) -> Counter[str]:
     return seen
 
 
-async def test_rate_and_connection_limits(cluster: Cluster, serve: Start) -> None:
-    cluster.service("app")
+@scenario
+def _limits(cluster: Cluster, certs: dict[str, TLS]) -> None:
     cluster.service("slow", delay=2.0)
     cluster.add(
-        ingress_class(),
         annotated("rps", "rps.test", "app", **{"limit-rps": "3"}),
         annotated("conns", "conns.test", "slow", **{"limit-connections": "2"}),
     )
-    await serve()
+
+
+async def test_rate_and_connection_limits(site: Site) -> None:
+    cluster = site.cluster
     # limit-rps: within one second the first 3 requests of a client pass, the rest get 503.
     statuses = [(await cluster.aget("rps.test")).status for _ in range(6)]
     assert statuses[:3] == [200, 200, 200] and 503 in statuses[3:], statuses
@@ -53,10 +120,9 @@ async def test_rate_and_connection_limits(cluster: Cluster, serve: Start) -> Non
     assert (await cluster.aget("conns.test")).status == 200
 
 
-async def test_cors(cluster: Cluster, serve: Start) -> None:
-    cluster.service("app")
+@scenario
+def _cors(cluster: Cluster, certs: dict[str, TLS]) -> None:
     cluster.add(
-        ingress_class(),
         annotated(
             "listed",
             "listed.test",
@@ -71,7 +137,10 @@ async def test_cors(cluster: Cluster, serve: Start) -> None:
         ),
         annotated("anyone", "anyone.test", "app", **{"haproxy-template.dev/enable-cors": "true"}),
     )
-    await serve()
+
+
+async def test_cors(site: Site) -> None:
+    cluster = site.cluster
     # A preflight from a listed origin is answered by HAProxy, not the backend.
     pre = await cluster.aget(
         "listed.test", method="OPTIONS", headers={"Origin": "https://b.test:8443"}
@@ -98,17 +167,20 @@ async def test_cors(cluster: Cluster, serve: Start) -> None:
     assert (r.status, r.headers.get("access-control-allow-origin")) == (200, "*")
 
 
-async def test_affinity_and_load_balance(cluster: Cluster, serve: Start) -> None:
+@scenario
+def _affinity(cluster: Cluster, certs: dict[str, TLS]) -> None:
     cluster.service("pool", pods=3)
     cluster.add(
-        ingress_class(),
         annotated("spread", "spread.test", "pool"),
         annotated(
             "sticky", "sticky.test", "pool", affinity="cookie", **{"session-cookie-name": "ROUTE"}
         ),
         annotated("by-source", "source.test", "pool", **{"load-balance": "source"}),
     )
-    await serve()
+
+
+async def test_affinity_and_load_balance(site: Site) -> None:
+    cluster = site.cluster
     # Round robin (the default) spreads requests over every pod.
     assert len(await pods(cluster, "spread.test", 6)) == 3
     # affinity: cookie. The first answer sets the cookie; with it, every request lands on
@@ -123,10 +195,10 @@ async def test_affinity_and_load_balance(cluster: Cluster, serve: Start) -> None
     assert len(await pods(cluster, "source.test", 6)) == 1
 
 
-async def test_canary_by_header_and_weight(cluster: Cluster, serve: Start) -> None:
+@scenario
+def _canary(cluster: Cluster, certs: dict[str, TLS]) -> None:
     cluster.service("stable")
     cluster.service("preview")
-    cluster.add(ingress_class())
     for host, weight in [("header.test", "0"), ("all.test", "100"), ("half.test", "50")]:
         name = host.split(".")[0]
         cluster.add(
@@ -149,7 +221,10 @@ async def test_canary_by_header_and_weight(cluster: Cluster, serve: Start) -> No
             **{"canary-by-header": "X-Env", "canary-by-header-value": "staging"},
         ),
     )
-    await serve()
+
+
+async def test_canary_by_header_and_weight(site: Site) -> None:
+    cluster = site.cluster
 
     async def services(host: str, n: int, **headers: str) -> set[str]:
         return {str((await cluster.aget(host, headers=headers)).service) for _ in range(n)}
@@ -165,10 +240,9 @@ async def test_canary_by_header_and_weight(cluster: Cluster, serve: Start) -> No
     assert await services("valued.test", 3, **{"X-Env": "prod"}) == {"stable"}
 
 
-async def test_upstream_vhost_and_forwarded_prefix(cluster: Cluster, serve: Start) -> None:
-    cluster.service("app")
+@scenario
+def _vhost(cluster: Cluster, certs: dict[str, TLS]) -> None:
     cluster.add(
-        ingress_class(),
         annotated(
             "proxied",
             "proxied.test",
@@ -176,8 +250,10 @@ async def test_upstream_vhost_and_forwarded_prefix(cluster: Cluster, serve: Star
             **{"upstream-vhost": "internal.local:8080", "x-forwarded-prefix": "/shop"},
         ),
     )
-    await serve()
-    r = await cluster.aget("proxied.test", "/cart")
+
+
+async def test_upstream_vhost_and_forwarded_prefix(site: Site) -> None:
+    r = await site.cluster.aget("proxied.test", "/cart")
     assert (r.status, r.echo.get("host"), r.echo.get("path")) == (
         200,
         "internal.local:8080",
@@ -187,10 +263,9 @@ async def test_upstream_vhost_and_forwarded_prefix(cluster: Cluster, serve: Star
     assert sent.get("x-forwarded-prefix") == "/shop"
 
 
-async def test_service_without_ready_endpoints_is_a_warning(cluster: Cluster, serve: Start) -> None:
-    cluster.service("app")
+@scenario
+def _idle_service(cluster: Cluster, certs: dict[str, TLS]) -> None:
     cluster.add(
-        ingress_class(),
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -212,26 +287,26 @@ async def test_service_without_ready_endpoints_is_a_warning(cluster: Cluster, se
         annotated("working", "working.test", "app"),
         annotated("waiting", "waiting.test", "idle"),
     )
-    out = await serve()
-    text = out.getvalue()
+
+
+async def test_service_without_ready_endpoints_is_a_warning(site: Site) -> None:
+    text = site.out.getvalue()
     assert "W5004" in text and "services-have-endpoints" in text, text
-    assert (
-        "Service default/idle port 8080 (no ready endpoint), routed to by Ingress default/waiting"
-        in text
-    ), text
-    assert "Service default/app" not in text
+    # The first deploy's (a later deploy, by another test, repeats it).
+    line = next(x for x in text.splitlines() if "without a ready endpoint" in x)
+    assert "Service default/idle port 8080 (no ready endpoint), routed to by Ingress" in line
+    assert "default/waiting" in line and "Service default/app" not in line, line
     # The configuration deployed: the other Ingress serves, the idle one answers 503.
-    assert (await cluster.aget("working.test")).status == 200
-    assert (await cluster.aget("waiting.test")).status == 503
+    assert (await site.cluster.aget("working.test")).status == 200
+    assert (await site.cluster.aget("waiting.test")).status == 503
 
 
-async def test_ssl_passthrough_beside_terminated_tls(cluster: Cluster, serve: Start) -> None:
-    backend_cert = self_signed(cluster.root.parent, "pt.test")
-    ours = self_signed(cluster.root.parent, "one.test")
-    cluster.service("app")
+@scenario
+def _passthrough(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    certs["pt"] = backend_cert = self_signed(cluster.root.parent, "pt.test")
+    certs["one"] = ours = self_signed(cluster.root.parent, "one.test")
     cluster.service("secure", tls=backend_cert)
     cluster.add(
-        ingress_class(),
         ours.secret("one-tls"),
         annotated("pt", "pt.test", "secure", **{"ssl-passthrough": "true"}),
         ingress(
@@ -243,16 +318,19 @@ async def test_ssl_passthrough_beside_terminated_tls(cluster: Cluster, serve: St
             **{NGINX + "allowlist-source-range": "127.0.0.1"},
         ),
     )
-    out = await serve()
+
+
+async def test_ssl_passthrough_beside_terminated_tls(site: Site) -> None:
+    cluster, out = site.cluster, site.out
 
     async def check() -> None:
         # The backend's own certificate answers for the passthrough host: HAProxy did not
         # decrypt.
-        r = await asyncio.to_thread(cluster.get_tls, "pt.test", ca=backend_cert.cert)
+        r = await asyncio.to_thread(cluster.get_tls, "pt.test", ca=site.certs["pt"].cert)
         assert (r.status, r.service) == (200, "secure")
         # Other hosts are terminated by HAProxy, with the client address kept (the allowlist
         # passes).
-        r = await asyncio.to_thread(cluster.get_tls, "one.test", ca=ours.cert)
+        r = await asyncio.to_thread(cluster.get_tls, "one.test", ca=site.certs["one"].cert)
         assert (r.status, r.service) == (200, "app")
 
     await check()
@@ -266,3 +344,100 @@ async def test_ssl_passthrough_beside_terminated_tls(cluster: Cluster, serve: St
         await asyncio.sleep(0.05)
     assert (await cluster.aget("later.test")).status == 200
     await check()
+
+
+# Hashes of the password "secret" (made with libxcrypt's crypt(3) and `openssl passwd`).
+HASHES = {
+    "bcrypt": "$2y$05$5S406iRRwTqSUzC.aYsIpug8xynSSmbZRPe7SfxyT1x5veS9jPREC",
+    "sha512": "$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip"
+    "/cZ/1GM/O6IND4WQhG.",
+    "sha256": "$5$abcdefgh$gruCpC7VkOTspMQTTSAR8mtlO9Upms.fwqE5y16JVM.",
+    "yescrypt": "$y$j9T$lmrObRDJ1MQn38ZCNod7z0$Jl2ixCH3Ern4a1E3..DdV4rHo5JSWCJ9SM/sCU3ZCB8",
+    "apr1": "$apr1$abcdefgh$h9FWgUz3n9YxylKLlR5SQ/",
+}
+
+
+def basic(user: str, password: str = "secret") -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+@scenario
+def _basic_auth(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    htpasswd = "\n".join(
+        [
+            f"alice:{HASHES['bcrypt']}",
+            f"bob:{HASHES['sha512']}",
+            f"carol:{HASHES['apr1']}",
+            f'mallory":{HASHES["sha512"]}',
+            "dave:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=",
+        ]
+    )
+    cluster.add(
+        auth_secret("basic-auth", {"auth": htpasswd + "\n"}),
+        auth_secret("basic-map", {"erin": HASHES["sha256"], "frank": HASHES["yescrypt"]}),
+        auth_secret("unlabelled", {"auth": f"alice:{HASHES['bcrypt']}\n"}, labelled=False),
+        annotated(
+            "private",
+            "private.test",
+            "app",
+            **{"auth-type": "basic", "auth-secret": "basic-auth", "auth-realm": "Staff only"},
+        ),
+        annotated(
+            "mapped",
+            "mapped.test",
+            "app",
+            **{
+                "haproxy-template.dev/auth-type": "basic",
+                "haproxy-template.dev/auth-secret": "default/basic-map",
+                "haproxy-template.dev/auth-secret-type": "auth-map",
+            },
+        ),
+        annotated(
+            "unlabelled",
+            "unlabelled.test",
+            "app",
+            **{"auth-type": "basic", "auth-secret": "unlabelled"},
+        ),
+        annotated(
+            "elsewhere",
+            "elsewhere.test",
+            "app",
+            **{"auth-type": "basic", "auth-secret": "other/basic-auth"},
+        ),
+    )
+
+
+async def test_basic_auth(site: Site) -> None:
+    cluster = site.cluster
+    # Without credentials: 401 and the realm, from HAProxy (the backend never sees it).
+    r = await cluster.aget("private.test")
+    assert (r.status, r.echo) == (401, {})
+    assert r.headers["www-authenticate"] == 'Basic realm="Staff only"'
+    # bcrypt and SHA-512 crypt users get in; a wrong password does not.
+    for user in ("alice", "bob"):
+        r = await cluster.aget("private.test", headers=basic(user))
+        assert (r.status, r.service) == (200, "app"), (user, r.status)
+    assert (await cluster.aget("private.test", headers=basic("alice", "wrong"))).status == 401
+    # $apr1$, {SHA} and a malformed user name were left out: those users cannot log in.
+    for user in ("carol", "dave", 'mallory"'):
+        assert (await cluster.aget("private.test", headers=basic(user))).status == 401, user
+    # auth-map: each key a user (SHA-256 crypt and yescrypt).
+    for user in ("erin", "frank"):
+        assert (await cluster.aget("mapped.test", headers=basic(user))).status == 200, user
+    assert (await cluster.aget("mapped.test", headers=basic("alice"))).status == 401
+    # Fail closed: a Secret without the label is not watched, one in another namespace is
+    # refused; both deny every request, even with valid credentials.
+    for host in ("unlabelled.test", "elsewhere.test"):
+        assert (await cluster.aget(host, headers=basic("alice"))).status == 503, host
+    # One warning names each Secret, its Ingresses and the lines left out, never their text.
+    text = site.out.getvalue()
+    line = next(x for x in text.splitlines() if "auth-secrets-usable" in x)
+    assert (
+        "default/basic-auth, used by Ingress default/private: line 3: Apache MD5" in line
+        and "line 4: a user name" in line
+        and "line 5: not a bcrypt" in line
+    ), line
+    assert "default/unlabelled, used by Ingress default/unlabelled: not found" in line, line
+    assert "used by Ingress default/elsewhere: auth-secret names a Secret in another" in line
+    assert HASHES["apr1"] not in text and "mallory" not in text

@@ -75,6 +75,10 @@ ANNOTATIONS = [
     "upstream-vhost",
     "x-forwarded-prefix",
     "ssl-passthrough",
+    "auth-type",
+    "auth-secret",
+    "auth-secret-type",
+    "auth-realm",
     "configuration-snippet",
     "server-snippet",
 ]
