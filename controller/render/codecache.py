@@ -11,9 +11,10 @@ What compiling yields depends on nothing but:
 
 * what is compiled: the kind (output template, snippet, ``when``), the template name (the
   code carries it: source locations, tracebacks, error messages) and the source text;
-* the environment: its class, code generator, lexer and output options, policies, and its
-  filters and tests — Jinja2's optimizer calls them on constant arguments at compile time,
-  and how a filter wants to be called decides the code emitted around it;
+* the environment: its class, code generator, lexer and output options, policies, the
+  names of its globals (a snippet's free names are the others), and its filters and tests —
+  Jinja2's optimizer calls them on constant arguments at compile time, and how a filter
+  wants to be called decides the code emitted around it;
 * the code that compiles: Jinja2, MarkupSafe, and the packages of ours the environment and
   its filters run on.
 
@@ -177,6 +178,7 @@ def _options(env: Environment) -> tuple[Any, ...]:
         getattr(env, "intercepted_binops", None),  # the sandbox's: operators never folded
         getattr(env, "intercepted_unops", None),
         tuple(sorted(env.extensions)),
+        tuple(sorted(env.globals)),  # a snippet's free names are the names that are not these
         getattr(env, "htc_mapping_attrs", None),
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jinja2 import meta
 
 from controller.render import CodeCache, Renderer, disk_cache
 from controller.render.codecache import (
@@ -312,3 +313,23 @@ def test_the_store_keeps_the_most_recently_used(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "c")) == [f"{k:064x}" for k in range(4, 10)]
     assert store.load(f"{9:064x}") == Compiled(code, TemplateRefs())
     assert encode("k", Compiled(code, TemplateRefs(), frozenset({"a"}))).startswith(b"HTCJ")
+
+
+def test_a_snippets_free_names_follow_the_globals() -> None:
+    """Free names are the names neither set in the snippet nor global: another set of
+    globals is another entry."""
+    cache = CodeCache()
+    seen = []
+    for extra in ((), ("tables",)):
+        env = TemplateEnvironment()
+        for name in extra:
+            env.globals[name] = {}
+        binding = cache.bind(env)
+
+        def build(env: TemplateEnvironment = env) -> Compiled:
+            tree = env.parse("{{ tables }}{{ resources }}")
+            free = frozenset(meta.find_undeclared_variables(tree))
+            return Compiled(env.compile(tree), TemplateRefs(), free)
+
+        seen.append(binding.compiled("snippet", "s", "{{ tables }}{{ resources }}", build).free)
+    assert seen == [frozenset({"tables", "resources"}), frozenset({"resources"})]
