@@ -138,6 +138,9 @@ def command(
     \b
     htc validate CONFIG.yaml --resources DIR [--format json] [--strict]
     htc validate --raw haproxy.cfg [--aux DIR] [--settings FILE] [--allow NAME]
+
+    Compiled templates are kept for the next run in ~/.cache/htc/templates, a folder only
+    you can write (HTC_TEMPLATE_CACHE: another folder, or off; docs/security.md).
     """
     quiet_logs()
     if raw is not None:
