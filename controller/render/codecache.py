@@ -27,10 +27,11 @@ and source characters, least recently used out first).
 
 **On disk** (:class:`DiskStore`, only while a command enables it with :func:`disk_cache`),
 objects cannot be compared, so they are described by module and qualified name; the key
-also has a digest of the source files of every package above and the interpreter's exact
-version and bytecode magic. An environment with anything the description cannot name (a
-filter from another module, a policy of an unknown type) is never cached on disk. Loading
-code means running it later, so only code that this user wrote may load:
+also has a digest of the source files of every package above, and the interpreter's exact
+version, bytecode magic and optimization level. An environment with anything the
+description cannot name (a filter from another module, a policy of an unknown type) is
+never cached on disk. Loading code means running it later, so only code that this user
+wrote may load:
 
 * the folder is the user's own (``$HTC_CACHE_DIR/templates``, else
   ``$XDG_CACHE_HOME/htc/templates``, else ``~/.cache/htc/templates``), created ``0700``, and
@@ -559,6 +560,7 @@ class Binding:
                     str(FORMAT),
                     sys.version,
                     importlib.util.MAGIC_NUMBER.hex(),
+                    str(sys.flags.optimize),  # -O drops asserts from what compile() makes
                     fingerprint,
                     described,
                 ):
