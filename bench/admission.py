@@ -10,8 +10,10 @@ objects) with the quickstart library. Figures:
   output changes), end to end through HTTPS;
 - ``concurrentP50Ms`` / ``concurrentP99Ms``: ``--concurrency`` distinct creates at once
   (``concurrentDenied``: how many of them were denied, by the deadline when overloaded);
-- ``unchangedP99Ms``: proposals the templates ignore (another ingress class): the output
-  checksum is unchanged, so the verdict cache answers;
+- ``unchangedP50Ms`` / ``unchangedP99Ms``: proposals the templates ignore (another ingress
+  class), one at a time: the output checksum is unchanged, so the stages that judge the bytes
+  answer from the cache and only the rules stage judges the new object (of 50 samples,
+  the p99 is the slowest);
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median); ``cores``;
   ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
   concurrent burst.
@@ -239,6 +241,7 @@ async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[
         "concurrentP50Ms": pct(concurrent, 0.5),
         "concurrentP99Ms": pct(concurrent, 0.99),
         "concurrentDenied": concurrent_denied,
+        "unchangedP50Ms": pct(unchanged, 0.5),
         "unchangedP99Ms": pct(unchanged, 0.99),
         "haproxyMs": round(hms, 1),
         "cores": cores,

@@ -148,8 +148,9 @@ class Pipeline:
         self.stage_runs = 0
         """How many times the stages actually ran (not cache hits, not joined calls)."""
         self.phase_runs: dict[Phase, int] = {}
-        """How many times each stage actually ran: a stage whose outcome was reused for the
-        same bytes (see :meth:`_reusable`) is not counted."""
+        """How many runs judged by each stage's fresh outcome. A stage whose outcome was
+        reused for the same bytes (see :meth:`_reusable`) is not counted, nor one started
+        ahead whose outcome was discarded because a stage before it stopped the run."""
         self.warmed_up = False
         self._window = _speculative_window(self.stages)
         self._flight: SingleFlight[StageRun] = SingleFlight()

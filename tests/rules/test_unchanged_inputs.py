@@ -17,8 +17,8 @@ from controller.render import Renderer, RenderResult
 from controller.validation import StageContext
 from controller.validation.rules import RuledRenderer, RuleSet, RulesStage
 from tests.rules.rules_helpers import INGRESSES, MINIMAL_CFG, filled_store, make_spec, rule
+from tests.rules.test_deferred_memo import CLASSES
 
-CLASSES = {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass"}
 OURS = "self.spec.?ingressClassName.orValue('') == extraContext.?cls.orValue('ours')"
 WATCHED: dict[str, dict[str, Any]] = {
     "ingresses": {
