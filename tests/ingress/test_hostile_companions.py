@@ -68,6 +68,7 @@ GROUPS: dict[str, tuple[dict[str, str], list[str]]] = {
             "limit-rps",
             "limit-connections",
             "ssl-passthrough",
+            "custom-headers",
         ],
     ),
 }
@@ -154,11 +155,15 @@ def test_values_stay_inert_beside_their_companions(group: str, payload: str) -> 
 
 
 def test_the_rule_refuses_them_naming_each_annotation(tmp_path: Path) -> None:
-    """Through `htc validate` (the rule is deferred: it reads extraContext): one Ingress with
-    every annotation above set to the payload is refused by one finding naming each."""
+    """Through `htc validate` (the rule is deferred: it reads extraContext): two Ingresses
+    with every annotation above set to the payload (half each: a finding's message is capped
+    at 1,024 characters) are refused by one finding each, naming each of its annotations."""
     carriers = sorted({a for _, names in GROUPS.values() for a in names})
-    ing = _ingress("web", "web", dict.fromkeys(carriers, PAYLOADS["braces"]))
-    (tmp_path / "objects.yaml").write_text(yaml.safe_dump(ing))
+    halves = {"web": carriers[::2], "web2": carriers[1::2]}
+    docs = [
+        _ingress(name, "web", dict.fromkeys(h, PAYLOADS["braces"])) for name, h in halves.items()
+    ]
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(docs))
     done = subprocess.run(
         [HTC, "validate", str(QUICKSTART), "-r", str(tmp_path), "--format", "json"],
         capture_output=True,
@@ -167,10 +172,11 @@ def test_the_rule_refuses_them_naming_each_annotation(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     report = json.loads(done.stdout)
-    [finding] = [d for d in report["diagnostics"] if d["ruleId"] == "E5003"]
-    assert "annotation-values on default/web" in finding["message"]
-    for annotation in carriers:
-        assert NGINX + annotation in finding["message"]
+    findings = [d["message"] for d in report["diagnostics"] if d["ruleId"] == "E5003"]
+    for name, half in halves.items():
+        [message] = [m for m in findings if f"annotation-values on default/{name}:" in m]
+        for annotation in half:
+            assert NGINX + annotation in message, (annotation, message)
 
 
 # -- htpasswd Secrets (auth-type: basic) --------------------------------------------------------
@@ -237,3 +243,37 @@ def test_hostile_htpasswd_secrets_stay_inert(place: str, payload: str) -> None:
     assert bool(users) != ("    http-request deny status 503\n" in cfg)
     if place == "line-after-user" and payload != "very-long":
         assert f"    user alice password '{SHA512}'" in users
+
+
+# -- custom-headers ConfigMaps ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("place", ["key", "value"])
+@pytest.mark.parametrize("payload", sorted(PAYLOADS))
+def test_hostile_header_configmaps_stay_inert(place: str, payload: str) -> None:
+    """A payload as a header name is left out; as a value it is either left out (not
+    printable ASCII, too long) or one quoted argument of `http-response set-header`."""
+    data = {PAYLOADS[payload]: "1"} if place == "key" else {"X-Test": PAYLOADS[payload]}
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "headers", "namespace": "default"},
+        "data": {"X-Safe": "yes", **data},
+    }
+    result = _render_objects([("headermaps", configmap), *_objects({"custom-headers": "headers"})])
+    assert result.ok, result.diagnostics
+    benign = _render_objects(
+        [
+            ("headermaps", {**configmap, "data": {"X-Safe": "yes"}}),
+            *_objects({"custom-headers": "headers"}),
+        ]
+    )
+    assert _keywords(result) <= _keywords(benign)
+    cfg = next(f.content.decode() for f in result.files if f.path == "haproxy.cfg")
+    lines = [x for x in cfg.split("\n") if x.startswith("    http-response set-header ")]
+    assert "    http-response set-header X-Safe yes" in lines
+    for n, x in enumerate(lines, 1):
+        tokens, error = tokenize(x, line_no=n)
+        assert error is None and len(tokens) == 4, x
+    if place == "key" or len(lines) == 1:
+        assert len(lines) == 1 and "# unusable custom-headers ConfigMap default/headers" in cfg

@@ -441,3 +441,44 @@ async def test_basic_auth(site: Site) -> None:
     assert "default/unlabelled, used by Ingress default/unlabelled: not found" in line, line
     assert "used by Ingress default/elsewhere: auth-secret names a Secret in another" in line
     assert HASHES["apr1"] not in text and "mallory" not in text
+
+
+@scenario
+def _custom_headers(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    cluster.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "security-headers",
+                "namespace": "default",
+                "labels": {"haproxy-template.dev/custom-headers": "true"},
+            },
+            "data": {"X-Frame-Options": "DENY", "X-Note": "50% 'off' %[env(HOME)]"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "unlabelled-headers", "namespace": "default"},
+            "data": {"X-Frame-Options": "DENY"},
+        },
+        annotated("headed", "headed.test", "app", **{"custom-headers": "security-headers"}),
+        annotated(
+            "unheaded", "unheaded.test", "app", **{"custom-headers": "default/unlabelled-headers"}
+        ),
+    )
+
+
+async def test_custom_headers(site: Site) -> None:
+    r = await site.cluster.aget("headed.test")
+    assert (r.status, r.service) == (200, "app")
+    # Set on the answer, taken literally (no log-format expansion).
+    assert r.headers["x-frame-options"] == "DENY"
+    assert r.headers["x-note"] == "50% 'off' %[env(HOME)]"
+    # A ConfigMap without the label is not watched: the Ingress serves without the headers,
+    # and a warning says so.
+    r = await site.cluster.aget("unheaded.test")
+    assert r.status == 200 and "x-frame-options" not in r.headers
+    text = site.out.getvalue()
+    line = next(x for x in text.splitlines() if "custom-headers-usable" in x)
+    assert "default/unlabelled-headers, used by Ingress default/unheaded: not found" in line

@@ -79,6 +79,7 @@ ANNOTATIONS = [
     "auth-secret",
     "auth-secret-type",
     "auth-realm",
+    "custom-headers",
     "configuration-snippet",
     "server-snippet",
 ]
