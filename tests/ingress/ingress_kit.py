@@ -309,6 +309,8 @@ class Cluster:
     listen: int = field(default_factory=free_port)
     listen_tls: int = field(default_factory=free_port)
     docs: list[dict[str, Any]] = field(default_factory=list)
+    extra_context: dict[str, Any] = field(default_factory=dict)
+    """extraContext of every :meth:`write` (a write's own arguments go on top)."""
     _next_address: int = 11
 
     def add(self, *docs: dict[str, Any]) -> None:
@@ -348,6 +350,7 @@ class Cluster:
         ctx = doc["spec"]["extraContext"]
         ctx["listen"] = f"127.0.0.1:{self.listen}"
         ctx["listenTLS"] = f"127.0.0.1:{self.listen_tls}"
+        ctx.update(self.extra_context)
         ctx.update(extra_context)
         doc["spec"]["reconcile"] = {"debounce": "50ms", "minInterval": "100ms"}
         (self.root / "resources").mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
-"""Traffic annotations end to end: rate and connection limits, CORS, session affinity, load
-balancing, canary splits, upstream-vhost and x-forwarded-prefix, ssl-passthrough, basic
+"""Migration annotations and TLS end to end: routing and redirects, access lists and limits,
+backend-protocol, TLS by SNI with a default certificate, rate and connection limits, CORS,
+session affinity, load balancing, canary splits, upstream-vhost and x-forwarded-prefix, ssl-passthrough, basic
 authentication, each observed in real requests through HAProxy in front of loopback echo
 backends; and the warnings for a Service routed to without a ready endpoint (issue 19, item 7)
-and for an htpasswd Secret HAProxy cannot fully use.
+for an htpasswd Secret HAProxy cannot fully use; snippets refused while traffic keeps flowing.
 
 Every scenario's manifests (distinct hosts, Ingress and Service names) go into one site, and
 one ``htc local`` per HAProxy binary serves them all for the whole module: a start costs
@@ -71,6 +72,8 @@ async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
     echoes = Echoes()
     cluster = Cluster(root / "site", echoes)
     certs: dict[str, TLS] = {}
+    # The TLS scenario's fallback; no other scenario depends on the default certificate.
+    cluster.extra_context["defaultCertificate"] = "default/fallback-tls"
     cluster.add(ingress_class())
     cluster.service("app")
     try:
@@ -400,8 +403,8 @@ def _basic_auth(cluster: Cluster, certs: dict[str, TLS]) -> None:
             **{"auth-type": "basic", "auth-secret": "unlabelled"},
         ),
         annotated(
-            "elsewhere",
-            "elsewhere.test",
+            "other-ns",
+            "other-ns.test",
             "app",
             **{"auth-type": "basic", "auth-secret": "other/basic-auth"},
         ),
@@ -428,7 +431,7 @@ async def test_basic_auth(site: Site) -> None:
     assert (await cluster.aget("mapped.test", headers=basic("alice"))).status == 401
     # Fail closed: a Secret without the label is not watched, one in another namespace is
     # refused; both deny every request, even with valid credentials.
-    for host in ("unlabelled.test", "elsewhere.test"):
+    for host in ("unlabelled.test", "other-ns.test"):
         assert (await cluster.aget(host, headers=basic("alice"))).status == 503, host
     # One warning names each Secret, its Ingresses and the lines left out, never their text.
     text = site.out.getvalue()
@@ -439,7 +442,7 @@ async def test_basic_auth(site: Site) -> None:
         and "line 5: not a bcrypt" in line
     ), line
     assert "default/unlabelled, used by Ingress default/unlabelled: not found" in line, line
-    assert "used by Ingress default/elsewhere: auth-secret names a Secret in another" in line
+    assert "used by Ingress default/other-ns: auth-secret names a Secret in another" in line
     assert HASHES["apr1"] not in text and "mallory" not in text
 
 
@@ -482,3 +485,140 @@ async def test_custom_headers(site: Site) -> None:
     text = site.out.getvalue()
     line = next(x for x in text.splitlines() if "custom-headers-usable" in x)
     assert "default/unlabelled-headers, used by Ingress default/unheaded: not found" in line
+
+
+@scenario
+def _routing_and_redirects(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    cluster.add(
+        annotated("rewrite", "rewrite.test", "app", "/api(/|$)(.*)", **{"rewrite-target": "/$2"}),
+        annotated("approot", "approot.test", "app", **{"app-root": "/app"}),
+        annotated(
+            "moved",
+            "moved.test",
+            "app",
+            **{"permanent-redirect": "https://example.com/new", "permanent-redirect-code": "308"},
+        ),
+        annotated("gone", "gone.test", "app", **{"temporal-redirect": "/elsewhere"}),
+        annotated("own-prefix", "own.test", "app", **{"haproxy-template.dev/app-root": "/ours"}),
+    )
+
+
+async def test_routing_and_redirect_annotations(site: Site) -> None:
+    cluster = site.cluster
+    # rewrite-target with captures; use-regex matching is case-insensitive
+    r = await cluster.aget("rewrite.test", "/API/users/7")
+    assert (r.status, r.echo.get("path")) == (200, "/users/7")
+    r = await cluster.aget("rewrite.test", "/api")
+    assert (r.status, r.echo.get("path")) == (200, "/")
+    r = await cluster.aget("approot.test", "/")
+    assert (r.status, r.headers.get("location")) == (302, "/app")
+    r = await cluster.aget("approot.test", "/app")
+    assert (r.status, r.echo.get("path")) == (200, "/app")
+    r = await cluster.aget("moved.test", "/x")
+    assert (r.status, r.headers.get("location")) == (308, "https://example.com/new")
+    r = await cluster.aget("gone.test", "/x")
+    assert (r.status, r.headers.get("location")) == (302, "/elsewhere")
+    r = await cluster.aget("own.test", "/")
+    assert (r.status, r.headers.get("location")) == (302, "/ours")
+
+
+@scenario
+def _access_lists(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    # "slow" (2 s answers) comes from the limits scenario.
+    cluster.add(
+        annotated("allowed", "allowed.test", "app", **{"allowlist-source-range": "127.0.0.0/8"}),
+        annotated(
+            "elsewhere", "elsewhere.test", "app", **{"whitelist-source-range": "10.0.0.0/8, ::1"}
+        ),
+        annotated("denied", "denied.test", "app", **{"denylist-source-range": "127.0.0.1"}),
+        annotated("small", "small.test", "app", **{"proxy-body-size": "1k"}),
+        annotated("impatient", "impatient.test", "slow", **{"proxy-read-timeout": "1"}),
+    )
+
+
+async def test_access_and_limit_annotations(site: Site) -> None:
+    cluster = site.cluster
+    assert (await cluster.aget("allowed.test")).status == 200
+    assert (await cluster.aget("elsewhere.test")).status == 403
+    assert (await cluster.aget("denied.test")).status == 403
+    assert (await cluster.aget("small.test", method="POST", body=b"x" * 1024)).status == 200
+    assert (await cluster.aget("small.test", method="POST", body=b"x" * 1025)).status == 413
+    assert (await cluster.aget("impatient.test")).status == 504
+
+
+@scenario
+def _backend_https(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    tls = self_signed(cluster.root.parent, "backend.internal")
+    cluster.service("secure-app", tls=tls)
+    cluster.add(
+        annotated("tls-backend", "tlsbackend.test", "secure-app", **{"backend-protocol": "HTTPS"})
+    )
+
+
+async def test_backend_protocol_https(site: Site) -> None:
+    r = await site.cluster.aget("tlsbackend.test", "/over-tls")
+    assert (r.status, r.service, r.echo.get("path")) == (200, "secure-app", "/over-tls")
+
+
+@scenario
+def _tls_default_and_missing(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    # one.test and its Secret come from the passthrough scenario.
+    certs["fallback"] = fallback = self_signed(cluster.root.parent, "default.test")
+    cluster.add(
+        fallback.secret("fallback-tls"),
+        ingress(
+            "broken",
+            {
+                "tls": [{"hosts": ["broken.test"], "secretName": "missing-tls"}],
+                "rules": [rule("broken.test", ("/", "Prefix", "app"))],
+            },
+        ),
+    )
+
+
+async def test_tls_by_sni_default_certificate_and_missing_secret(site: Site) -> None:
+    cluster = site.cluster
+    text = site.out.getvalue()
+    # The missing Secret is a warning naming it; the configuration deployed.
+    assert "W5004" in text and "default/missing-tls (not found)" in text, text
+    r = await asyncio.to_thread(cluster.get_tls, "one.test", ca=site.certs["one"].cert)
+    assert (r.status, r.service) == (200, "app")
+    # The host of the missing Secret is served with the default certificate.
+    r = await asyncio.to_thread(
+        cluster.get_tls, "broken.test", ca=site.certs["fallback"].cert, sni="default.test"
+    )
+    assert (r.status, r.service) == (200, "app")
+    r = await cluster.aget("broken.test")
+    assert (r.status, r.headers.get("location")) == (308, "https://broken.test/")
+
+
+@scenario
+def _unknown_annotation(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    cluster.add(annotated("fine", "fine.test", "app", **{"mirror-target": "http://mirror.test"}))
+
+
+async def wait_for(site: Site, word: str, seen: int, seconds: float = 15) -> None:
+    """Until ``word`` appears in the console output more often than ``seen`` times."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while site.out.getvalue().count(word) <= seen:
+        assert asyncio.get_running_loop().time() < deadline, site.out.getvalue()
+        await asyncio.sleep(0.05)
+
+
+async def test_snippets_are_refused_and_unknown_annotations_warned(site: Site) -> None:
+    """Defined last: from here on the site refuses every change (the snippet stays)."""
+    cluster, out = site.cluster, site.out
+    assert "W5004" in out.getvalue() and NGINX + "mirror-target" in out.getvalue()
+    assert (await cluster.aget("fine.test")).status == 200
+    # A snippet arrives: refused with its name, and the last good configuration serves on.
+    snippet = annotated(
+        "snippet", "snippet.test", "app", **{"configuration-snippet": "lua-load /tmp/x.lua"}
+    )
+    cluster.docs.append(snippet)
+    rejected = out.getvalue().count("rejected")
+    cluster.write()
+    await wait_for(site, "rejected", rejected)
+    text = out.getvalue()
+    assert "E5003" in text and NGINX + "configuration-snippet" in text
+    assert (await cluster.aget("fine.test")).status == 200
+    assert (await cluster.aget("snippet.test")).status == 404
