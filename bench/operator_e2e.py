@@ -132,12 +132,20 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def bench(plane: cluster.ControlPlane, pod: podnet.Pod, n: int, haproxy: str) -> dict[str, Any]:
+def bench(
+    plane: cluster.ControlPlane,
+    pod: podnet.Pod,
+    n: int,
+    haproxy: str,
+    rule_timeout: float | None = None,
+) -> dict[str, Any]:
     start_echo(pod, "bench")
     with cluster.namespace(plane, "bench") as ns:
         listen, status = free_port(), free_port()
         doc = config_doc(ns.name, listen)
         doc["spec"]["reconcile"] = {"debounce": "100ms", "minInterval": "200ms"}
+        if rule_timeout is not None:
+            doc["spec"].setdefault("validation", {})["ruleTimeout"] = f"{rule_timeout}s"
         ns.apply(yaml.safe_dump(doc))
         docs = objects(ns.name, n, pod.ip)
         for chunk in range(0, len(docs), 600):
@@ -204,6 +212,7 @@ def bench(plane: cluster.ControlPlane, pod: podnet.Pod, n: int, haproxy: str) ->
                 "burstRenders": int(renders),
                 "burstConvergeMs": round((converged - t0) * 1000, 1),
                 "rssMb": round(rss, 1),
+                "ruleTimeoutS": rule_timeout,  # None: the spec's default
                 "targets": {"updateToServingP50Ms": 500, "burstRenders": 5, "rssMbAt10000": 300},
             }
         except Exception:
@@ -225,11 +234,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--haproxy", default="/usr/sbin/haproxy")
+    parser.add_argument(
+        "--rule-timeout",
+        type=float,
+        help="spec.validation.ruleTimeout in seconds (default: the spec's); reported",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with cluster.ControlPlane(cluster.build()) as plane, podnet.PodNetwork() as net:
         pod = net.add_pod()
-        result = bench(plane, pod, args.objects, args.haproxy)
+        result = bench(plane, pod, args.objects, args.haproxy, args.rule_timeout)
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
 

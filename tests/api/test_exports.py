@@ -101,6 +101,8 @@ EXPORTS: dict[str, set[str]] = {
     },
     "controller.render": {
         "AfterOutput",
+        "CodeCache",
+        "disk_cache",
         "FileEntry",
         "FileKind",
         "FileSet",
