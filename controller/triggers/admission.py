@@ -5,8 +5,9 @@ The same pipeline as reconciliation, over the view "live store + the proposal" (
 allow or deny. Nothing here speaks HTTP; the webhook server turns AdmissionReviews into calls
 of :meth:`AdmissionJudge.judge_object` and :meth:`AdmissionJudge.judge_spec` and back.
 
-* **Unchanged output** (an object the templates ignore) renders to the checksum the pipeline
-  has already judged, so its cached verdict answers in a fraction of a millisecond.
+* **Unchanged output** (an object the templates ignore) renders to bytes the pipeline has
+  already judged: the stages that read only the files (syntax, schema, ``haproxy -c``,
+  external validators) are reused, and only the rules stage judges the new object.
 * **Identical concurrent candidates** (kubectl retries, several replicas' webhooks called for
   one apply share nothing, but one replica may be asked twice) share one run, keyed by the
   proposal's content and the store version it is judged against.
