@@ -49,6 +49,7 @@ from controller.deploy import (
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability import METRICS, Metrics, get_logger
 from controller.operator.fleet_pods import DataplaneSettings, FleetPods
+from controller.operator.heap import release_free_memory
 from controller.operator.ingress_status import IngressStatus
 from controller.operator.kube import KubeConnection, connect
 from controller.operator.leader import LeaderElector, LeaseSettings
@@ -517,6 +518,8 @@ class OperatorApp:
             return  # the watch set failed or never synced; the periodic relist still runs
         if self._stores.get(id(watch_set)) is store:
             await self.relist("handover", store)
+        # The startup burst is over: what it allocated is garbage now (see heap.py).
+        await asyncio.to_thread(release_free_memory)
 
     def _start_watch(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
         self._watch_sets += 1

@@ -220,7 +220,7 @@ class WatchSet:
             registry=registry,
             id="htc-config",
         )
-        def on_config(type: str | None, body: kopf.Body, **_: Any) -> None:
+        async def on_config(type: str | None, body: kopf.Body, **_: Any) -> None:
             self._post(Delivery("config", "", _plain(body), event=type))
 
         return registry, settings
@@ -233,12 +233,15 @@ class WatchSet:
         kind: str,
         names: tuple[str, ...],
     ) -> None:
-        def index(body: kopf.Body, **_: Any) -> None:
+        # Coroutines, not plain functions: kopf runs a plain handler in its thread pool, one
+        # hop per object and event. These only copy the body and post it to the controller's
+        # loop, which never blocks kopf's own.
+        async def index(body: kopf.Body, **_: Any) -> None:
             obj = _plain(body)
             for name in names:
                 self._post(Delivery("apply", name, obj))
 
-        def event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        async def event(type: str | None, body: kopf.Body, **_: Any) -> None:
             if type == "DELETED":
                 obj = _plain(body)
                 for name in names:
