@@ -174,6 +174,8 @@ class Pod:
 
     def __init__(self, root: Path, files: dict[str, str], http: int, api: int) -> None:
         self.root, self.http, self.api = root, http, api
+        self.api_log = root / "dataplaneapi.log"
+        self.api_proc: subprocess.Popen[bytes] | None = None
         for d in ("etc/haproxy", "run/haproxy", "tmp", "seed", "credentials"):
             (root / d).mkdir(parents=True)
         for name, text in files.items():
@@ -216,11 +218,14 @@ def pod(docs: list[dict[str, Any]], tmp_path: Path) -> Iterator[tuple[Pod, str, 
             [HAPROXY_28, "-W", "-S", str(sock), "-f", str(etc / "haproxy.cfg")], cwd=etc,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         ))  # fmt: skip
-        procs.append(subprocess.Popen(
-            [api_bin, "-f", str(etc / "dataplaneapi.yaml")], cwd=etc,
-            env={"PATH": os.environ["PATH"], "CI_DATAPLANE_RELOAD_DELAY_OVERRIDE": "20"},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        ))  # fmt: skip
+        # Its output is kept: a run that never answers says why (tests read p.api_log).
+        with p.api_log.open("wb") as log:
+            procs.append(subprocess.Popen(
+                [api_bin, "-f", str(etc / "dataplaneapi.yaml")], cwd=etc,
+                env={"PATH": os.environ["PATH"], "CI_DATAPLANE_RELOAD_DELAY_OVERRIDE": "20"},
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            ))  # fmt: skip
+        p.api_proc = procs[-1]
         yield p, user, password
     finally:
         for proc in procs:
@@ -273,7 +278,21 @@ def test_the_pods_files_start_haproxy_and_the_api_and_take_a_deploy(
         except urllib.error.HTTPError as err:
             return err.code
 
-    wait_for(lambda: api(password) == 200, "the Data Plane API answering the Secret's user")
+    def answering() -> bool:
+        if p.api_proc is not None and p.api_proc.poll() is not None:
+            raise AssertionError(
+                f"dataplaneapi exited ({p.api_proc.returncode}):\n"
+                + p.api_log.read_text(errors="replace")[-3000:]
+            )
+        return api(password) == 200
+
+    # Its start waits for HAProxy's master socket; on a loaded machine that takes a while.
+    try:
+        wait_for(answering, "the Data Plane API answering the Secret's user", seconds=60.0)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}\ndataplaneapi's output:\n" + p.api_log.read_text(errors="replace")[-3000:]
+        ) from None
     assert api("wrong") == 401
 
     async def deploy() -> str:
