@@ -92,6 +92,8 @@ def test_startup_with_existing_objects_serves_and_publishes(
 
 def test_create_update_delete_change_the_traffic(running: tuple[Run, Namespace]) -> None:
     run, kube = running
+    # Serving comes first; the status write that announces it follows.
+    eventually(lambda: "lastValidated" in config_status(kube), "the first status")
     first = config_status(kube)["lastValidated"]["checksum"]
     kube.apply(ingress(kube.name, "api", "api.test", "api"))
     eventually(lambda: answered_by(run, "api.test") == "api-1", "the new Ingress to serve")

@@ -183,7 +183,9 @@ class Pod:
 
     def moved(self, text: str) -> str:
         r = self.root
-        moves = {"/etc/haproxy": f"{r}/etc/haproxy", "/run/haproxy": f"{r}/run/haproxy",
+        # The binary's own path stays as it is, even under /tmp (listed first, it wins there).
+        moves = {HAPROXY_28: HAPROXY_28,
+                 "/etc/haproxy": f"{r}/etc/haproxy", "/run/haproxy": f"{r}/run/haproxy",
                  "/tmp/": f"{r}/tmp/", "/seed/": f"{r}/seed/", "/credentials/": f"{r}/credentials/",
                  "bind :8080": f"bind 127.0.0.1:{self.http}",
                  "host: 0.0.0.0": "host: 127.0.0.1", "port: 5555": f"port: {self.api}"}  # fmt: skip
