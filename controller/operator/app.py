@@ -286,7 +286,7 @@ class OperatorApp:
         self.store = Store(spec.watched_resources)
         self.trigger.source = self.store
         listed = await self._fill(spec, self.store)
-        if not listed:
+        if listed is None:
             self.watch = await self._watch_synced(spec, self.store)
         self.synced = True
         self._unsubscribe = self.store.subscribe(self.trigger)
@@ -294,10 +294,10 @@ class OperatorApp:
         if spec.http_sources:
             await self._start_http_sources(spec)
         await self.trigger.start(spec)
-        if listed:
+        if listed is not None:
             # kopf starts after the first reconcile: its handling of every listed object
             # would otherwise compete with the first render for the interpreter.
-            self.watch = self._watch_handed_over(spec, self.store)
+            self.watch = self._watch_handed_over(spec, self.store, listed)
         self.started = True
         if self.http_sources is not None:
             self.http_sources.start_refresh()
@@ -462,12 +462,14 @@ class OperatorApp:
     async def _watch_filled(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
         """A watch set for ``spec`` and ``store``, returned once ``store`` holds every watched
         collection; raises TimeoutError (the watch set stopped) when that takes too long."""
-        if await self._fill(spec, store):
-            return self._watch_handed_over(spec, store)
+        listed = await self._fill(spec, store)
+        if listed is not None:
+            return self._watch_handed_over(spec, store, listed)
         return await self._watch_synced(spec, store)
 
-    async def _fill(self, spec: HAProxyTemplateConfigSpec, store: Store) -> bool:
-        """Fill ``store`` with one list of our own; False when that list failed.
+    async def _fill(self, spec: HAProxyTemplateConfigSpec, store: Store) -> dict[str, int] | None:
+        """Fill ``store`` with one list of our own: how many objects each collection listed,
+        or None when that list failed.
 
         Why not wait for kopf's lists: kopf handles every listed object one by one (about
         7 ms each, 20 s for 3,000 objects), which the first render need not wait for. kopf's
@@ -484,7 +486,7 @@ class OperatorApp:
             _log.warning(
                 "initial list failed; waiting for the watches' own lists", error=str(exc)[:300]
             )
-            return False
+            return None
         await asyncio.to_thread(self._replace_all, store, lists)
         self.metrics.resyncs.labels("initial").inc()
         _log.info(
@@ -492,11 +494,14 @@ class OperatorApp:
             seconds=round(time.monotonic() - started, 3),
             objects={name: len(items) for name, items in lists.items()},
         )
-        return True
+        return {name: len(items) for name, items in lists.items()}
 
-    def _watch_handed_over(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
-        """kopf's watches for a store that :meth:`_fill` filled, and their handover list."""
-        watch_set = self._start_watch(spec, store)
+    def _watch_handed_over(
+        self, spec: HAProxyTemplateConfigSpec, store: Store, listed: dict[str, int]
+    ) -> WatchSet:
+        """kopf's watches for a store that :meth:`_fill` filled (``listed``: how many objects
+        it found per collection), and their handover list."""
+        watch_set = self._start_watch(spec, store, expected=listed)
         self._spawn(self._handover(watch_set, store))
         return watch_set
 
@@ -521,7 +526,12 @@ class OperatorApp:
         # The startup burst is over: what it allocated is garbage now (see heap.py).
         await asyncio.to_thread(release_free_memory)
 
-    def _start_watch(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
+    def _start_watch(
+        self,
+        spec: HAProxyTemplateConfigSpec,
+        store: Store,
+        expected: dict[str, int] | None = None,
+    ) -> WatchSet:
         self._watch_sets += 1
         watch_set = WatchSet(
             self.connection,
@@ -529,6 +539,7 @@ class OperatorApp:
             (self.options.namespace, self.options.config),
             self._deliver,
             label=f"w{self._watch_sets}",
+            expected=expected,
         )
         self._stores[id(watch_set)] = store
         self._sets[id(watch_set)] = watch_set

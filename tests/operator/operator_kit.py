@@ -43,7 +43,8 @@ def config_doc(namespace: str, listen: int) -> dict[str, Any]:
     doc = yaml.safe_load(QUICKSTART.read_text())
     doc["metadata"] = {"name": "quickstart", "namespace": namespace}
     for watched in doc["spec"]["watchedResources"].values():
-        watched["fieldSelector"] = f"metadata.namespace={namespace}"
+        own = [watched["fieldSelector"]] if watched.get("fieldSelector") else []
+        watched["fieldSelector"] = ",".join([*own, f"metadata.namespace={namespace}"])
     doc["spec"]["extraContext"]["listen"] = f"127.0.0.1:{listen}"
     doc["spec"]["reconcile"] = {"debounce": "50ms", "minInterval": "100ms"}
     # An inline rule of the test's own, so that "an invalid change" does not depend on what

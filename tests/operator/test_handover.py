@@ -33,10 +33,15 @@ async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
     kube.apply(backend_manifests(kube.name, "gone", NOBODY))
 
     class DeletingBetweenLists(OperatorApp):
-        def _start_watch(self, spec: HAProxyTemplateConfigSpec, store: Store) -> WatchSet:
+        def _start_watch(
+            self,
+            spec: HAProxyTemplateConfigSpec,
+            store: Store,
+            expected: dict[str, int] | None = None,
+        ) -> WatchSet:
             assert _names(store) == {"kept", "gone"}
             kube.plane.kubectl("delete", "service", "gone", "-n", kube.name)
-            return super()._start_watch(spec, store)
+            return super()._start_watch(spec, store, expected)
 
     app = DeletingBetweenLists(
         OperatorOptions(
