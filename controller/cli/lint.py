@@ -20,6 +20,7 @@ from controller.cli.inputs import echo_diagnostics
 from controller.cli.options import format_option, output_option, severity_option, strict_option
 from controller.cli.output import EXIT_USAGE, write_output
 from controller.diagnostics import Diagnostic, Location, Phase, make
+from controller.render import disk_cache
 from controller.spec import (
     KIND,
     HAProxyTemplateConfig,
@@ -112,7 +113,9 @@ def command(
         )
     except InvalidOptionError as exc:
         raise click.UsageError(str(exc)) from None
-    report = lint_report(lint_spec(spec, locate=loaded.locate, source=loaded.source), options)
+    with disk_cache():  # compiled templates kept between runs, as htc validate keeps them
+        found = lint_spec(spec, locate=loaded.locate, source=loaded.source)
+    report = lint_report(found, options)
     text = _sarif(report, str(config_path)) if fmt == "sarif" else format_report(report, fmt)
     write_output(text, output)
     raise SystemExit(EXIT_CLEAN if report.valid else EXIT_FINDINGS)

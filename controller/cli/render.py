@@ -28,7 +28,7 @@ from controller.cli.inputs import (
 from controller.cli.options import resources_option
 from controller.cli.outdir import OutputDirError, replace_dir
 from controller.diagnostics import Severity
-from controller.render import MAIN_CONFIG, RenderResult
+from controller.render import MAIN_CONFIG, RenderResult, disk_cache
 
 EXIT_OK = 0
 EXIT_RENDER_FAILED = 1
@@ -79,7 +79,8 @@ def command(
         echo_diagnostics(exc.diagnostics)
         raise SystemExit(EXIT_BAD_INPUT) from None
     echo_diagnostics(inputs.diagnostics)
-    result = render_inputs(inputs)
+    with disk_cache():  # compiled templates kept between runs, as htc validate keeps them
+        result = render_inputs(inputs)
     echo_diagnostics(result.diagnostics)
     why = _why_not_written(result)
     if why is not None:

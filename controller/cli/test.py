@@ -23,6 +23,7 @@ from controller.cli.lint import load_located
 from controller.cli.options import format_option, haproxy_option, output_option
 from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
 from controller.diagnostics import Severity
+from controller.render import disk_cache
 from controller.validation import (
     TEST_FORMATS,
     SuiteReport,
@@ -81,17 +82,18 @@ def command(
         _emit(_refused(str(config_path), spec_failure_report(loaded.diagnostics)), fmt, output)
         raise SystemExit(EXIT_USAGE)  # not a config at all: nothing could be judged
     config = loaded.config
-    lint = lint_spec(config.spec, locate=loaded.locate, source=loaded.source)
-    if lint.errors:
-        _emit(_refused(config.metadata.name, lint_report(lint)), fmt, output)
-        raise SystemExit(EXIT_FAILED)
-    echo_diagnostics(d for d in lint.diagnostics if d.severity is Severity.WARNING)
-    names = select_tests(config.spec.tests, pattern)
-    if not names:
-        what = f"matching {pattern!r}" if pattern else "in spec.tests"
-        click.echo(f"{config_path}: no tests {what}", err=True)
-        raise SystemExit(EXIT_USAGE)
-    runner = TestRunner(config, haproxy_binary=haproxy_binary, locate=loaded.locate)
+    with disk_cache():  # compiled templates kept between runs, as htc validate keeps them
+        lint = lint_spec(config.spec, locate=loaded.locate, source=loaded.source)
+        if lint.errors:
+            _emit(_refused(config.metadata.name, lint_report(lint)), fmt, output)
+            raise SystemExit(EXIT_FAILED)
+        echo_diagnostics(d for d in lint.diagnostics if d.severity is Severity.WARNING)
+        names = select_tests(config.spec.tests, pattern)
+        if not names:
+            what = f"matching {pattern!r}" if pattern else "in spec.tests"
+            click.echo(f"{config_path}: no tests {what}", err=True)
+            raise SystemExit(EXIT_USAGE)
+        runner = TestRunner(config, haproxy_binary=haproxy_binary, locate=loaded.locate)
     report = asyncio.run(runner.run(names, workers=workers))
     _emit(report, fmt, output)
     raise SystemExit(EXIT_PASSED if report.passed else EXIT_FAILED)

@@ -14,39 +14,24 @@ from typing import Any
 
 import pytest
 
-CONFIG = """\
+from tests.cli.cache_kit import TEMPLATES, entries
+
+CONFIG = (
+    """\
 apiVersion: haproxy-template.dev/v1alpha1
 kind: HAProxyTemplateConfig
 metadata:
   name: cached
 spec:
-  templateSnippets:
-    timeouts:
-      template: |
-        {% for t in ['connect 5s', 'client 30s', 'server 30s'] %}
-            timeout {{ t }}
-        {% endfor %}
-  maps:
-    hosts.map:
-      when: "extraContext.hosts | length > 0"
-      template: |
-        {% for h in extraContext.hosts %}
-        {{ h }} be
-        {% endfor %}
-  haproxyConfig:
-    template: |
-      defaults
-          mode http
-      {% include 'timeouts' %}
-      frontend fe
-          bind 127.0.0.1:18080
-          default_backend be
-      backend be
+"""
+    + TEMPLATES
+    + """\
           server s1 10.0.0.1:80
           balanse roundrobin
   extraContext:
     hosts: [a.test, b.test]
 """
+)
 
 
 def _run(config: Path, cache: Path, haproxy_bin: str) -> dict[str, Any]:
@@ -66,27 +51,23 @@ def _run(config: Path, cache: Path, haproxy_bin: str) -> dict[str, Any]:
     return report
 
 
-def _entries(cache: Path) -> dict[str, tuple[int, int]]:
-    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.iterdir()}
-
-
 @pytest.mark.parametrize("haproxy_bin", ["2.8"], indirect=True)  # the cache has no binary
 def test_a_second_run_loads_the_compiled_templates(tmp_path: Path, haproxy_bin: str) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
     cache = tmp_path / "cache" / "templates"
     first = _run(config, cache, haproxy_bin)
-    written = _entries(cache)
+    written = entries(cache)
     assert len(written) == 4  # haproxy.cfg, hosts.map and its `when`, the snippet
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     assert all(stat.S_IMODE((cache / n).stat().st_mode) == 0o600 for n in written)
     second = _run(config, cache, haproxy_bin)
-    assert _entries(cache) == written  # loaded, not compiled and written again
+    assert entries(cache) == written  # loaded, not compiled and written again
     assert second == first
     rules = {d["ruleId"] for d in first["diagnostics"]}
     assert rules  # the finding is reported by both runs
 
     config.write_text(CONFIG.replace("server s1 10.0.0.1:80", "server s2 10.0.0.2:80"))
     _run(config, cache, haproxy_bin)
-    changed = _entries(cache)
+    changed = entries(cache)
     assert len(changed) == 5 and written.items() <= changed.items()  # one source changed

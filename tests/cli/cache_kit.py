@@ -1,0 +1,39 @@
+"""What the compile-cache tests of the commands share: templates of every kind the cache keeps
+(an output template, a snippet, a map with a ``when``) and a look at the cache folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TEMPLATES = """\
+  templateSnippets:
+    timeouts:
+      template: |
+        {% for t in ['connect 5s', 'client 30s', 'server 30s'] %}
+            timeout {{ t }}
+        {% endfor %}
+  maps:
+    hosts.map:
+      when: "extraContext.hosts | length > 0"
+      template: |
+        {% for h in extraContext.hosts %}
+        {{ h }} be
+        {% endfor %}
+  haproxyConfig:
+    template: |
+      defaults
+          mode http
+      {% include 'timeouts' %}
+      frontend fe
+          bind 127.0.0.1:18080
+          default_backend be
+      backend be
+"""
+"""Spec lines (indented for ``spec:``) giving 4 cache entries: the snippet, the map and its
+``when``, and ``haproxyConfig``, whose template the config ends with its backend's lines."""
+
+
+def entries(cache: Path) -> dict[str, tuple[int, int]]:
+    """Each entry's inode and change time: a second run that loaded rather than wrote leaves
+    both as they were."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.iterdir()}
