@@ -6,6 +6,7 @@ equal, so an annotation cannot be rendered without a pattern or warned about whi
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from annotated_types import MaxLen
 
 from controller.cli.inputs import load_inputs, render_inputs
 from controller.spec.models import HAProxyTemplateConfigSpec
-from tests.ingress.ingress_kit import QUICKSTART, ingress, rule, self_signed
+from tests.ingress.ingress_kit import NGINX, QUICKSTART, ingress, rule, self_signed
 
 SPEC: dict[str, Any] = yaml.safe_load(QUICKSTART.read_text())["spec"]
 RULES = {r["name"]: r for r in SPEC["watchedResources"]["ingresses"]["validate"]["rules"]}
@@ -89,3 +90,63 @@ def test_secrets_beyond_the_last_slot_are_reported(tmp_path: Path) -> None:
             "used by default/many" in crt_list
         )
     assert crt_list.count("certs/tls-") == 257  # the default certificate's line, then 256
+
+
+def test_proxy_ssl_slots_match_the_file_outputs() -> None:
+    """routing's `proxy_slots` and the proxy-ca-NN.pem / proxy-crt-NN.pem outputs agree, and
+    each slot's `when` and template name that slot."""
+    [slots] = re.findall(r"\{% set proxy_slots = (\d+) %\}", ROUTING)
+    for kind in ("proxy-ca", "proxy-crt"):
+        names = sorted(n for n in SPEC["files"] if n.startswith(kind + "-"))
+        assert names == [f"{kind}-{n:02d}.pem" for n in range(int(slots))]
+        for name in names:
+            assert f"path_for('file', '{name}')" in SPEC["files"][name]["when"]
+            assert f"{{% set slot = '{name}' %}}" in SPEC["files"][name]["template"]
+
+
+def test_proxy_ssl_secrets_beyond_the_last_slot_deny(tmp_path: Path) -> None:
+    """33 Ingresses verifying with 33 CA Secrets: 32 get a CA file each; the last one has no
+    slot, so it answers 503 (never unverified) and the warning proxy-ssl-usable names it."""
+    tls = self_signed(tmp_path, "ca.test")
+    pem = base64.b64encode(tls.cert.encode()).decode()
+    docs: list[dict[str, Any]] = []
+    for n in range(33):
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": f"ca-{n:02d}",
+                    "namespace": "default",
+                    "labels": {"haproxy-template.dev/proxy-ssl-secret": "true"},
+                },
+                "type": "Opaque",
+                "data": {"ca.crt": pem},
+            }
+        )
+        docs.append(
+            ingress(
+                f"v-{n:02d}",
+                {
+                    "ingressClassName": "haproxy",
+                    "rules": [rule(f"v{n}.test", ("/", "Prefix", "app"))],
+                },
+                **{
+                    NGINX + "backend-protocol": "HTTPS",
+                    NGINX + "proxy-ssl-secret": f"ca-{n:02d}",
+                    NGINX + "proxy-ssl-verify": "on",
+                },
+            )
+        )
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(docs))
+    r = render_inputs(load_inputs(QUICKSTART, [tmp_path / "objects.yaml"]))
+    assert r.ok, r.diagnostics
+    cas = sorted(f.path for f in r.files if f.path.startswith("files/proxy-ca-"))
+    assert cas == [f"files/proxy-ca-{n:02d}.pem" for n in range(32)]
+    cfg = next(f.content.decode() for f in r.files if f.path == "haproxy.cfg")
+    assert (
+        "# unusable proxy-ssl settings of Ingress default/v-32 (every request answers 503): "
+        "Secret default/ca-32: all 32 CA slots are in use" in cfg
+    )
+    last = cfg[cfg.index("backend rt_default_v-32_0_0") :]
+    assert "http-request deny status 503" in last.split("\nbackend ")[0]
