@@ -212,6 +212,12 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             return obj[argument]
         except (TypeError, LookupError):
             pass
+        # A missing key of a plain mapping (``a['canary'] | default('false')``, several per
+        # object per render): Jinja2's fallback would look for a method of that name, and
+        # a mapping has none of that name, so its answer is this undefined.
+        names = _TYPE_ATTRS.get(type(obj))
+        if names is not None and type(argument) is str and argument not in names:
+            return self.undefined(obj=obj, name=argument)
         return mark_shared(super().getitem(obj, argument))
 
     def call(

@@ -14,6 +14,7 @@ blocked) so reports can show the offending lines; the result is not ``ok`` eithe
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -454,12 +455,27 @@ class Renderer:
 
         ``skip`` names outputs the caller already knows must not render (output → root
         cause): each is reported blocked (E1008) with that cause, and so is every output
-        that depends on it."""
+        that depends on it.
+
+        The cyclic garbage collector is off while the render runs. A render allocates
+        objects by the million (contexts, route dicts, text chunks) that either survive as
+        its result or are freed by reference counting; the collector, triggered every 700
+        allocations, walks the survivors again and again and frees next to nothing (measured:
+        560 collections, 0.55 s of a 2.1 s render of the quickstart at 10,000 Ingresses, CPU
+        time). Off, the young objects are examined once, by the first collection after the
+        render (about 0.1 s). The switch is process-wide; it is turned back on only if it was
+        on, so this and the validation pipeline's pause (controller.validation.gcpause) leave
+        it as they found it in either order."""
+        resume = gc.isenabled()
+        gc.disable()
         try:
             return self._render(view, http, extra_context, after_output, skip or {})
         except Exception as exc:  # a bug of ours; the caller still gets a result
             diag = _internal(exc, "render", None)
             return RenderResult(FileSet(), diagnostics=(*self._static, diag))
+        finally:
+            if resume:
+                gc.enable()
 
     def _render(
         self,

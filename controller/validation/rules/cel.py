@@ -4,7 +4,8 @@ One environment declares the four rule variables (``self``, ``outputs``, ``resou
 ``extraContext``) as ``dyn``, with the strings, math, encoders and optional extensions
 (the ones Kubernetes authors know from ValidatingAdmissionPolicy), and the ``sets`` and
 ``regex.extractAll`` functions of ``natives.py``, which let rules scale past the iteration
-budget. The bindings extension is
+budget. Every compiled program has its ``matches`` calls answered by ``matching.py``, which
+compiles each pattern once instead of at every call. The bindings extension is
 left out on purpose: ``cel.bind`` builds values without iterating, so the runtime's iteration
 budget would not bound it.
 
@@ -26,7 +27,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_encoders, ext_math, ext_optional, ext_strings
 
 from controller.resources import FrozenDict
-from controller.validation.rules import natives
+from controller.validation.rules import matching, natives
 from controller.validation.rules.refs import VARIABLES
 
 __all__ = [
@@ -79,6 +80,7 @@ def _extensions() -> list[cel.CelExtensionBase]:
         ext_encoders.ExtEncoders(),
         ext_optional.ExtOptional(),
         natives.extension(),
+        cel.CelExtension("htc.matches", [matching.declaration()]),
     ]
 
 
@@ -139,7 +141,7 @@ def compile_expression(
     except Exception as exc:
         msg, line, column = _clean(str(exc))
         raise CompileError(msg, line, column) from None
-    return Program(source, expr, expr.return_type().name())
+    return Program(source, matching.rewritten(env or full_env(), expr), expr.return_type().name())
 
 
 def compiles_in(source: str, env: cel.Env) -> bool:

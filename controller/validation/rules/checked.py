@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["DecodeError", "Node", "decode_checked"]
+__all__ = ["DecodeError", "Node", "decode_checked", "records"]
 
 _CHECKED_TYPE = "cel.expr.CheckedExpr"
 _MAX_DEPTH = 256
@@ -94,6 +94,32 @@ def _varint(b: bytes, i: int) -> tuple[int, int]:
         if not c & 0x80:
             return out, i
         shift += 7
+
+
+def records(b: bytes) -> Iterator[tuple[int, bytes | None, bytes]]:
+    """Each field of one message in order: its number, its payload when it is
+    length-delimited (None otherwise) and its bytes as written, key included; for code that
+    rewrites a message and copies what it does not change."""
+    i, n = 0, len(b)
+    while i < n:
+        start = i
+        key, i = _varint(b, i)
+        wire = key & 7
+        payload: bytes | None = None
+        if wire == 0:
+            _, i = _varint(b, i)
+        elif wire == 1:
+            i += 8
+        elif wire == 2:
+            size, i = _varint(b, i)
+            payload, i = b[i : i + size], i + size
+        elif wire == 5:
+            i += 4
+        else:
+            raise DecodeError(f"unexpected wire type {wire}")
+        if i > n:
+            raise DecodeError("truncated field")
+        yield key >> 3, payload, b[start:i]
 
 
 def _fields(b: bytes) -> _Fields:

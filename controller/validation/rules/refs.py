@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.validation.rules.checked import Node
+from controller.validation.rules.matching import FUNCTION
 
 __all__ = ["ANY", "Refs", "collect"]
 
@@ -60,8 +61,9 @@ _MULTIPLYING = frozenset({"replace", "join", "quote", "strings.quote", "format"}
 """String functions whose output can be a multiple of their input (``replace('', long)``,
 ``join`` with a long separator, quoting, formatting), so that a chain of them grows
 exponentially in the expression's length: never in-process."""
-_PATTERN_TAKERS = {"matches": 1, "regex.extractAll": 1}
-"""Functions taking a pattern, and its index among the arguments after the receiver: a
+_PATTERN_TAKERS = {"matches": 1, FUNCTION: 1, "regex.extractAll": 1}
+"""Functions taking a pattern (``matches`` as written, and as ``matching.py`` renames it in
+compiled programs), and its index among the arguments after the receiver: a
 pattern that is not a constant may come from a hostile object, and RE2's time per
 character grows with the pattern's size."""
 
