@@ -66,7 +66,7 @@ from controller.operator.watchset import (
 )
 from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.publish import Event, EventKind, Publisher, StatusBoard, StatusServer
-from controller.resources import Store
+from controller.resources import ObjectKey, Store, object_key
 from controller.spec import HAProxyTemplateConfigSpec, SecretKeyRef, WatchedResource, parse_config
 from controller.triggers import (
     AdmissionDecision,
@@ -244,6 +244,8 @@ class OperatorApp:
         self.synced = False
         self.started = False
         self._stores: dict[int, Store] = {}
+        self._touched: dict[int, dict[str, set[ObjectKey]]] = {}
+        """Per store being relisted: the keys its watches changed meanwhile (:meth:`relist`)."""
         self._sets: dict[int, WatchSet] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self._running_spec: HAProxyTemplateConfigSpec | None = None
@@ -598,6 +600,10 @@ class OperatorApp:
             else:
                 self._on_config(item.body)
             return
+        touched = self._touched.get(id(store))
+        if touched is not None and item.collection in touched:
+            with contextlib.suppress(Exception):  # hostile input: apply_delivery reports it
+                touched[item.collection].add(object_key(item.body))
         if not apply_delivery(store, item):
             return
         self.metrics.watched_objects.labels(item.collection).set(
@@ -713,20 +719,32 @@ class OperatorApp:
         store tells the trigger what changed)."""
         store = store or self.store
         watched = dict(store.watched())
+        # What the watches deliver while the list is in flight is recorded: the list may
+        # predate it, and must not undo it (Store.replace's ``keep``).
+        touched: dict[str, set[ObjectKey]] = {name: set() for name in watched}
+        self._touched[id(store)] = touched
         try:
             lists = await asyncio.to_thread(self._list_all, watched)
+            if not any(store is s for s in (self.store, *self._stores.values())):
+                return 0  # its watch set was retired meanwhile
+            changes = await asyncio.to_thread(self._replace_all, store, lists, touched)
         except Exception as exc:
             self.metrics.api_errors.labels("relist").inc()
             _log.warning("relist failed; the watches stay as they are", error=str(exc)[:300])
             return 0
-        if not any(store is s for s in (self.store, *self._stores.values())):
-            return 0  # its watch set was retired meanwhile
-        changes = await asyncio.to_thread(self._replace_all, store, lists)
+        finally:
+            if self._touched.get(id(store)) is touched:
+                del self._touched[id(store)]
         self.metrics.resyncs.labels(why).inc()
         _log.info("relisted", why=why, changes=changes)
         return changes
 
-    def _replace_all(self, store: Store, lists: dict[str, list[dict[str, Any]]]) -> int:
+    def _replace_all(
+        self,
+        store: Store,
+        lists: dict[str, list[dict[str, Any]]],
+        touched: dict[str, set[ObjectKey]] | None = None,
+    ) -> int:
         """Make each listed collection of ``store`` equal to its list; the number of changes.
 
         Runs in a thread: preparing 10,000 objects takes about a second per collection, and
@@ -735,7 +753,8 @@ class OperatorApp:
         come from kopf's own thread too)."""
         changes = 0
         for name, items in lists.items():
-            changes += len(store.replace(name, items))
+            keep = touched.get(name, set()) if touched is not None else set()
+            changes += len(store.replace(name, items, keep=keep))
             self.metrics.watched_objects.labels(name).set(len(store.collection(name)))
         return changes
 

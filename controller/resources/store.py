@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -267,9 +267,19 @@ class Store(Mapping[str, LiveCollectionView]):
         with self._lock:
             return self._remove(collection, key)
 
-    def replace(self, collection: str, objs: Iterable[Mapping[str, Any]]) -> builtins.list[Change]:
+    def replace(
+        self,
+        collection: str,
+        objs: Iterable[Mapping[str, Any]],
+        *,
+        keep: Container[ObjectKey] = (),
+    ) -> builtins.list[Change]:
         """Make the collection hold exactly ``objs`` (a full resync): adds and updates in input
-        order, then deletes of everything else in key order. Later duplicates win."""
+        order, then deletes of everything else in key order. Later duplicates win.
+
+        ``keep``: keys whose stored state (held or absent) is left alone. A watch that
+        delivered a change of that object while the list was in flight knows better than the
+        list, which may predate the change: overwriting it would lose the change for good."""
         objs = list(objs)
         config = self._config(collection)
         prepared: dict[ObjectKey, tuple[Entry, tuple[Diagnostic, ...]]] = {}
@@ -280,12 +290,15 @@ class Store(Mapping[str, LiveCollectionView]):
         changes: builtins.list[Change] = []
         with self._lock:
             if self._config(collection) is not config:  # reconfigured meanwhile
-                return self.replace(collection, objs)
+                return self.replace(collection, objs, keep=keep)
             for entry, diags in prepared.values():
+                if entry.key in keep:
+                    continue
                 change = self._put(collection, entry, diags)
                 if change is not None:
                     changes.append(change)
-            gone = sorted(self._state(collection).by_key.keys() - prepared.keys())
+            held = self._state(collection).by_key.keys() - prepared.keys()
+            gone = sorted(key for key in held if key not in keep)
             for key in gone:
                 change = self._remove(collection, key)
                 if change is not None:

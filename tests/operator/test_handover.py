@@ -7,7 +7,9 @@ watch set starts)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -73,3 +75,57 @@ async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
 
 def _names(store: Store) -> set[str]:
     return {str(obj["metadata"]["name"]) for obj in store.collection("services").list()}
+
+
+async def test_a_change_delivered_while_a_relist_lists_is_not_undone(
+    kube: Namespace, tmp_path: Path
+) -> None:
+    """The relist's list is taken, then the Service changes and the watch delivers the change
+    before the list is applied: the older listed state must not overwrite it (nothing would
+    ever deliver that change again)."""
+    kube.apply(yaml.safe_dump(config_doc(kube.name, free_port())))
+    kube.apply(backend_manifests(kube.name, "web", NOBODY))
+    app = OperatorApp(
+        OperatorOptions(
+            namespace=kube.name,
+            config="quickstart",
+            kubeconfig=str(kube.plane.kubeconfig),
+            haproxy="/usr/sbin/haproxy",
+            status_addr=None,
+            work_dir=tmp_path / "run",
+            leader_election=False,
+        )
+    )
+    spec = app._spec_of(await app._read_config())
+    assert spec is not None
+    store = Store(spec.watched_resources)
+    app.store = store
+    watch_set = await app._watch_filled(spec, store)
+    real_list = app._list_all
+
+    def list_then_change(watched: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        lists = real_list(watched)
+        kube.plane.kubectl("label", "service", "web", "-n", kube.name, "step=after-the-list")
+        for _ in range(150):  # bounded: 30 s for the watch to deliver it
+            if _label(store) == "after-the-list":
+                break
+            time.sleep(0.2)
+        assert _label(store) == "after-the-list"
+        return lists
+
+    try:
+        for _ in range(300):  # kopf's sync, then the handover list: bounded at 60 s
+            if app.metrics.sample("htc_resyncs_total", {"reason": "handover"}) >= 1:
+                break
+            await asyncio.sleep(0.2)
+        app._list_all = list_then_change  # type: ignore[method-assign]
+        await app.relist("test", store)
+        assert _label(store) == "after-the-list"
+    finally:
+        await watch_set.stop()
+
+
+def _label(store: Store) -> str | None:
+    [web] = store.collection("services").list()
+    label = web["metadata"].get("labels", {}).get("step")
+    return None if label is None else str(label)

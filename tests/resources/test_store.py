@@ -395,6 +395,24 @@ def test_replace_adds_updates_and_deletes() -> None:
     assert [c.op for c in store.replace("ingresses", [])] == ["delete"] * 3
 
 
+def test_replace_leaves_kept_keys_as_the_watch_left_them() -> None:
+    """A relist's list can predate what a watch delivered while it was in flight: an update
+    (b), a create (n) and a delete (c) the watch made meanwhile all survive the replace."""
+    store = make_store()
+    for n in "abc":
+        store.apply("ingresses", ingress(n))
+    listed = [ingress("a", rules=[]), ingress("b"), ingress("c")]  # the list, taken earlier
+    store.apply("ingresses", ingress("b", rules=[{"host": "newer.test"}]))
+    store.apply("ingresses", ingress("n"))
+    store.delete("ingresses", ingress("c"))
+    keep = {("default", "b"), ("default", "n"), ("default", "c")}
+    changes = store.replace("ingresses", listed, keep=keep)
+    assert [(c.op, c.key[1]) for c in changes] == [("update", "a")]
+    assert names(store["ingresses"].list()) == ["a", "b", "n"]
+    [b] = [o for o in store["ingresses"].list() if o["metadata"]["name"] == "b"]
+    assert b["spec"]["rules"][0]["host"] == "newer.test"
+
+
 def test_reconfigure_keeps_unchanged_and_empties_changed_collections() -> None:
     store = make_store()
     store.apply("ingresses", ingress("a"))
