@@ -71,6 +71,9 @@ def _echo_handler(service: str, pod: str, delay: float) -> type[BaseHTTPRequestH
                     "proto": self.request_version,
                     "host": self.headers.get("Host", ""),
                     "headers": dict(self.headers.items()),
+                    # the SNI, protocol and cipher of a TLS connection (see Echoes.start)
+                    "sni": getattr(self.connection, "sni", None),
+                    "tls": _tls_of(self.connection),
                 }
             ).encode()
             self.send_response_only(200)
@@ -88,6 +91,17 @@ def _echo_handler(service: str, pod: str, delay: float) -> type[BaseHTTPRequestH
     return Echo
 
 
+def _tls_of(conn: Any) -> list[str] | None:
+    if not isinstance(conn, ssl.SSLSocket):
+        return None
+    cipher = conn.cipher()
+    return [str(conn.version()), cipher[0] if cipher else ""]
+
+
+def _remember_sni(sock: Any, name: str | None, ctx: ssl.SSLContext) -> None:
+    sock.sni = name  # read back by the echo handler from its connection
+
+
 class _Quiet(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -102,12 +116,24 @@ class Echoes:
     servers: list[_Quiet] = field(default_factory=list)
 
     def start(
-        self, service: str, address: str, port: int, delay: float = 0.0, tls: TLS | None = None
+        self,
+        service: str,
+        address: str,
+        port: int,
+        delay: float = 0.0,
+        tls: TLS | None = None,
+        client_ca: str | None = None,
     ) -> None:
+        """An echo server; over TLS with ``tls``, and then asking for a client certificate
+        issued by ``client_ca`` (PEM) when it is given. The SNI a client sent is echoed."""
         server = _Quiet((address, port), _echo_handler(service, f"{service}@{address}", delay))
         if tls is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(tls.cert_file, tls.key_file)
+            if client_ca is not None:
+                ctx.verify_mode = ssl.CERT_REQUIRED
+                ctx.load_verify_locations(cadata=client_ca)
+            ctx.sni_callback = _remember_sni
             server.socket = ctx.wrap_socket(server.socket, server_side=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         self.servers.append(server)
@@ -143,22 +169,65 @@ class TLS:
         }
 
 
-def self_signed(directory: Path, *hosts: str) -> TLS:
+@dataclass(frozen=True)
+class Authority:
+    """A test certificate authority: its PEM certificate, and what it signs with."""
+
+    cert: str
+    name: x509.Name
+    key: ec.EllipticCurvePrivateKey
+
+
+def certificate_authority(common_name: str) -> Authority:
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = _signed(name, key.public_key(), name, key, [], ca=True)
+    return Authority(cert.public_bytes(serialization.Encoding.PEM).decode(), name, key)
+
+
+def issued(directory: Path, authority: Authority, *hosts: str) -> TLS:
+    """A certificate for ``hosts`` (a server's, or a client's) signed by ``authority``."""
+    return _write(directory, hosts, ec.generate_private_key(ec.SECP256R1()), authority)
+
+
+def self_signed(directory: Path, *hosts: str) -> TLS:
+    return _write(directory, hosts, ec.generate_private_key(ec.SECP256R1()), None)
+
+
+def _signed(
+    subject: x509.Name,
+    public_key: Any,
+    issuer: x509.Name,
+    signer: ec.EllipticCurvePrivateKey,
+    hosts: list[str],
+    ca: bool,
+) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), True)
     )
+    if hosts:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), False
+        )
+    return builder.sign(signer, hashes.SHA256())
+
+
+def _write(
+    directory: Path, hosts: tuple[str, ...], key: ec.EllipticCurvePrivateKey, by: Authority | None
+) -> TLS:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    if by is None:  # self-signed, usable as its own CA
+        cert = _signed(name, key.public_key(), name, key, list(hosts), ca=True)
+    else:
+        cert = _signed(name, key.public_key(), by.name, by.key, list(hosts), ca=False)
     cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -261,6 +330,25 @@ def auth_secret(
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
 
 
+def proxy_secret(name: str, ca: str | None = None, client: TLS | None = None) -> dict[str, Any]:
+    """An Opaque Secret labelled for the library's `proxysecrets` collection: ``ca`` as
+    ``ca.crt``, ``client`` as ``tls.crt``/``tls.key`` (PEM texts, base64-encoded here)."""
+    data = {"ca.crt": ca} if ca is not None else {}
+    if client is not None:
+        data |= {"tls.crt": client.cert, "tls.key": client.key}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"haproxy-template.dev/proxy-ssl-secret": "true"},
+        },
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
 def ingress(name: str, spec: dict[str, Any], **annotations: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "default"}
     if annotations:
@@ -269,6 +357,17 @@ def ingress(name: str, spec: dict[str, Any], **annotations: str) -> dict[str, An
 
 
 NGINX = "nginx.ingress.kubernetes.io/"
+
+PROXY_SSL_ANNOTATIONS = [
+    "proxy-ssl-secret",
+    "proxy-ssl-verify",
+    "proxy-ssl-verify-depth",
+    "proxy-ssl-name",
+    "proxy-ssl-server-name",
+    "proxy-ssl-ciphers",
+    "proxy-ssl-protocols",
+]
+"""The annotations of TLS to the backend, which act only with backend-protocol HTTPS/GRPCS."""
 
 
 def annotated(
@@ -316,14 +415,21 @@ class Cluster:
     def add(self, *docs: dict[str, Any]) -> None:
         self.docs.extend(docs)
 
-    def service(self, name: str, pods: int = 1, delay: float = 0.0, tls: TLS | None = None) -> None:
+    def service(
+        self,
+        name: str,
+        pods: int = 1,
+        delay: float = 0.0,
+        tls: TLS | None = None,
+        client_ca: str | None = None,
+    ) -> None:
         """Service ``name`` (port 8080, named ``http``) with ``pods`` echo backends, each on
         its own loopback address and all on one port, listed in one EndpointSlice."""
         addresses = [f"127.0.0.{self._next_address + i}" for i in range(pods)]
         self._next_address += pods
         port = free_port(addresses[0])
         for a in addresses:
-            self.echoes.start(name, a, port, delay=delay, tls=tls)
+            self.echoes.start(name, a, port, delay=delay, tls=tls, client_ca=client_ca)
         self.add(
             {
                 "apiVersion": "v1",

@@ -1,6 +1,6 @@
 """Hostile values in the annotations that act only beside another one (cors-* with
 enable-cors, session-cookie-name with affinity, canary-* on a canary Ingress, auth-* with
-auth-type): with their companion switched on, the templates alone (no CEL rule) keep each
+auth-type, proxy-ssl-* with backend-protocol HTTPS): with their companion switched on, the templates alone (no CEL rule) keep each
 value inert. Every line still tokenizes, carries no environment expansion, starts with a
 keyword the benign render with the same companions has, and no payload directive is a line
 of its own. The CEL rule annotation-values then refuses each such value, naming the
@@ -23,7 +23,7 @@ from controller.render import Renderer, RenderResult
 from controller.resources import Store
 from controller.spec.loader import load_config
 from controller.validation.syntax.tokenizer import tokenize
-from tests.ingress.ingress_kit import NGINX, QUICKSTART, auth_secret
+from tests.ingress.ingress_kit import NGINX, PROXY_SSL_ANNOTATIONS, QUICKSTART, auth_secret
 
 PAYLOADS = {
     "newline": "x\n    lua-load /tmp/evil.lua",
@@ -60,6 +60,7 @@ GROUPS: dict[str, tuple[dict[str, str], list[str]]] = {
     ),
     "canary-weight": ({"canary": "true", "canary-weight-total": "50"}, ["canary-weight"]),
     "auth": ({"auth-type": "basic"}, ["auth-secret", "auth-secret-type", "auth-realm"]),
+    "proxy-ssl": ({"backend-protocol": "HTTPS"}, PROXY_SSL_ANNOTATIONS),
     "plain": (
         {},
         [

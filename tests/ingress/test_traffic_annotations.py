@@ -1,7 +1,7 @@
 """Migration annotations and TLS end to end: routing and redirects, access lists and limits,
 backend-protocol, TLS by SNI with a default certificate, rate and connection limits, CORS,
 session affinity, load balancing, canary splits, upstream-vhost and x-forwarded-prefix, ssl-passthrough, basic
-authentication, each observed in real requests through HAProxy in front of loopback echo
+authentication, TLS to the backend (proxy-ssl-*), each observed in real requests through HAProxy in front of loopback echo
 backends; and the warnings for a Service routed to without a ready endpoint (issue 19, item 7)
 for an htpasswd Secret HAProxy cannot fully use; snippets refused while traffic keeps flowing.
 
@@ -35,8 +35,11 @@ from tests.ingress.ingress_kit import (
     Echoes,
     annotated,
     auth_secret,
+    certificate_authority,
     ingress,
     ingress_class,
+    issued,
+    proxy_secret,
     rule,
     self_signed,
 )
@@ -590,6 +593,114 @@ async def test_tls_by_sni_default_certificate_and_missing_secret(site: Site) -> 
     assert (r.status, r.service) == (200, "app")
     r = await cluster.aget("broken.test")
     assert (r.status, r.headers.get("location")) == (308, "https://broken.test/")
+
+
+@scenario
+def _proxy_ssl(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    # One CA issues the backend's certificate and the client certificate HAProxy presents;
+    # the backend accepts only clients with a certificate of that CA. Another CA issues
+    # nothing that is used.
+    trusted, stranger = certificate_authority("test backend CA"), certificate_authority("other CA")
+    where = cluster.root.parent
+    server = issued(where, trusted, "mtls.internal")
+    client = issued(where, trusted, "haproxy.client")
+    cluster.service("mtls-app", tls=server, client_ca=trusted.cert)
+    verify = {"backend-protocol": "HTTPS", "proxy-ssl-verify": "on"}
+    cluster.add(
+        proxy_secret("backend-trust", ca=trusted.cert, client=client),
+        proxy_secret("wrong-trust", ca=stranger.cert, client=client),
+        proxy_secret("client-only", client=client),
+        annotated(
+            "verified",
+            "verified.test",
+            "mtls-app",
+            **verify,
+            **{
+                "proxy-ssl-secret": "default/backend-trust",
+                "proxy-ssl-name": "mtls.internal",
+                "proxy-ssl-server-name": "on",
+                "proxy-ssl-protocols": "TLSv1.2",
+                "proxy-ssl-ciphers": "ECDHE-ECDSA-AES256-GCM-SHA384",
+            },
+        ),
+        annotated(
+            "ours-tls",
+            "ours-tls.test",
+            "mtls-app",
+            **{"haproxy-template.dev/" + k: v for k, v in verify.items()},
+            **{
+                "haproxy-template.dev/proxy-ssl-secret": "backend-trust",
+                "haproxy-template.dev/proxy-ssl-name": "mtls.internal",
+            },
+        ),
+        annotated(
+            "wrong-ca",
+            "wrong-ca.test",
+            "mtls-app",
+            **verify,
+            **{"proxy-ssl-secret": "wrong-trust", "proxy-ssl-name": "mtls.internal"},
+        ),
+        annotated(
+            "wrong-name",
+            "wrong-name.test",
+            "mtls-app",
+            **verify,
+            **{"proxy-ssl-secret": "backend-trust", "proxy-ssl-name": "other.internal"},
+        ),
+        annotated(
+            "unverified",
+            "unverified.test",
+            "mtls-app",
+            **{"backend-protocol": "HTTPS", "proxy-ssl-secret": "client-only"},
+        ),
+        annotated("anonymous", "anonymous.test", "mtls-app", **{"backend-protocol": "HTTPS"}),
+        annotated(
+            "no-ca", "no-ca.test", "mtls-app", **verify, **{"proxy-ssl-secret": "client-only"}
+        ),
+        annotated("no-secret", "no-secret.test", "mtls-app", **verify),
+        annotated(
+            "ca-missing", "ca-missing.test", "mtls-app", **verify, **{"proxy-ssl-secret": "gone"}
+        ),
+    )
+
+
+async def test_proxy_ssl_to_the_backend(site: Site) -> None:
+    cluster = site.cluster
+    # The right CA and name: verified, with the client certificate (the backend demands
+    # one), the SNI, the protocol and the cipher asked for.
+    r = await cluster.aget("verified.test", "/over-mtls")
+    assert (r.status, r.service, r.echo.get("path")) == (200, "mtls-app", "/over-mtls"), r.body
+    assert r.echo["sni"] == "mtls.internal"
+    assert r.echo["tls"] == ["TLSv1.2", "ECDHE-ECDSA-AES256-GCM-SHA384"]
+    # Our own prefix works alike; without proxy-ssl-server-name no SNI is sent.
+    r = await cluster.aget("ours-tls.test")
+    assert (r.status, r.service, r.echo.get("sni")) == (200, "mtls-app", None), r.body
+    # Verification off: only the client certificate counts.
+    assert (await cluster.aget("unverified.test")).status == 200
+    # The backend's certificate from another CA, or for another name: HAProxy refuses the
+    # connection, the client gets 503 and the backend never saw the request.
+    for host in ("wrong-ca.test", "wrong-name.test"):
+        r = await cluster.aget(host)
+        assert (r.status, r.echo) == (503, {}), (host, r.status, r.body[:200])
+    # No client certificate: the backend refuses HAProxy (with TLS 1.3 after HAProxy's side of
+    # the handshake is done, so 502 rather than 503).
+    r = await cluster.aget("anonymous.test")
+    assert r.status in (502, 503) and not r.echo, (r.status, r.body[:200])
+    # Verification asked for without a usable CA: 503 from HAProxy, never unverified, and a
+    # warning naming each Ingress and the reason.
+    for host in ("no-ca.test", "no-secret.test", "ca-missing.test"):
+        r = await cluster.aget(host)
+        assert (r.status, r.echo) == (503, {}), (host, r.status, r.body[:200])
+    text = site.out.getvalue()
+    line = next(x for x in text.splitlines() if "proxy-ssl-usable" in x)
+    for expected in (
+        "default/no-ca (every request answers 503): Secret default/client-only: "
+        "proxy-ssl-verify is on but there is no ca.crt",
+        "default/no-secret (every request answers 503): proxy-ssl-verify is on without "
+        "proxy-ssl-secret",
+        "default/ca-missing (every request answers 503): Secret default/gone not found",
+    ):
+        assert expected in line, line
 
 
 @scenario

@@ -19,6 +19,7 @@ from controller.render import Renderer, RenderResult
 from controller.resources import Store
 from controller.spec.loader import load_config
 from controller.validation.syntax.tokenizer import tokenize
+from tests.ingress.ingress_kit import PROXY_SSL_ANNOTATIONS
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 
@@ -80,6 +81,7 @@ ANNOTATIONS = [
     "auth-secret-type",
     "auth-realm",
     "custom-headers",
+    *PROXY_SSL_ANNOTATIONS,
     "configuration-snippet",
     "server-snippet",
 ]
@@ -132,7 +134,11 @@ PEM = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
 KEY = "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n"
 
 
-def _render(ing: dict[str, Any], secret_data: dict[str, str] | None = None) -> RenderResult:
+def _render(
+    ing: dict[str, Any],
+    secret_data: dict[str, str] | None = None,
+    extra: list[tuple[str, dict[str, Any]]] | None = None,
+) -> RenderResult:
     store = Store.from_spec(SPEC)
     objects = [
         ("ingresses", ing),
@@ -160,7 +166,7 @@ def _render(ing: dict[str, Any], secret_data: dict[str, str] | None = None) -> R
             },
         ),
     ]
-    for collection, obj in objects:
+    for collection, obj in objects + (extra or []):
         store.apply(collection, obj)
     return RENDERER.render(store.snapshot())
 
@@ -181,11 +187,11 @@ def _keywords(result: RenderResult) -> set[str]:
 BASELINE = _keywords(_render(_ingress()))
 
 
-def _assert_inert(result: RenderResult) -> None:
+def _assert_inert(result: RenderResult, baseline: set[str] = BASELINE) -> None:
     if not result.ok:
         assert any(d.rule_id in ("E1004", "E1008") for d in result.diagnostics)
         return
-    assert _keywords(result) <= BASELINE
+    assert _keywords(result) <= baseline
     for entry in result.files:
         text = entry.content.decode("utf-8", errors="replace")
         for line in text.split("\n"):
@@ -274,3 +280,158 @@ def test_secret_data_never_reaches_the_configuration(payload: str) -> None:
         _assert_inert(result)
         cfg = result.files.get("haproxy.cfg")
         assert cfg is not None and payload.encode() not in cfg.content
+
+
+# -- proxy-ssl-*: values that reach the server lines ------------------------------------------
+
+NGINX = "nginx.ingress.kubernetes.io/"
+PROXY_SSL = {
+    "proxy-ssl-secret": "web-ca",
+    "proxy-ssl-verify": "on",
+    "proxy-ssl-verify-depth": "2",
+    "proxy-ssl-name": "web.internal",
+    "proxy-ssl-server-name": "on",
+    "proxy-ssl-ciphers": "HIGH:!aNULL",
+    "proxy-ssl-protocols": "TLSv1.2 TLSv1.3",
+}
+SERVER_OPTIONS = {
+    "ssl": 0,
+    "verify": 1,
+    "ca-file": 1,
+    "crt": 1,
+    "ciphers": 1,
+    "ssl-min-ver": 1,
+    "ssl-max-ver": 1,
+    "verifyhost": 1,
+    "sni": 1,
+}
+
+
+def _proxy_objects(data: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """The Secret proxy-ssl-secret names, and an endpoint, so that server lines render."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": "web-ca",
+            "namespace": "default",
+            "labels": {"haproxy-template.dev/proxy-ssl-secret": "true"},
+        },
+        "data": data,
+    }
+    slice_ = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "web-abc",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "web"},
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8443}],
+        "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": True}}],
+    }
+    return [("proxysecrets", secret), ("endpointslices", slice_)]
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+GOOD_PROXY_DATA = {"ca.crt": _b64(PEM), "tls.crt": _b64(PEM), "tls.key": _b64(KEY)}
+
+
+def _proxy_render(annotations: dict[str, str], data: dict[str, str]) -> RenderResult:
+    ing = _ingress()
+    ing["metadata"]["annotations"] = {NGINX + "backend-protocol": "HTTPS"} | {
+        NGINX + k: v for k, v in annotations.items()
+    }
+    return _render(ing, extra=_proxy_objects(data))
+
+
+def _server_lines(result: RenderResult) -> list[list[str]]:
+    cfg = result.files.get("haproxy.cfg")
+    assert cfg is not None
+    found = []
+    for line in cfg.content.decode().split("\n"):
+        tokens, error = tokenize(line)
+        assert error is None, line
+        if tokens and tokens[0].value == "server":
+            found.append([t.value for t in tokens])
+    return found
+
+
+def _assert_server_options_only(result: RenderResult) -> None:
+    """Each server line is `server <name> <address>` and then only TLS options we render,
+    each with its one argument: no value added an option of its own."""
+    for tokens in _server_lines(result):
+        rest = tokens[3:]
+        while rest:
+            assert rest[0] in SERVER_OPTIONS, tokens
+            rest = rest[1 + SERVER_OPTIONS[rest[0]] :]
+
+
+PROXY_BASELINE = _keywords(_proxy_render(PROXY_SSL, GOOD_PROXY_DATA))
+
+
+def test_proxy_ssl_benign_values_render_every_option() -> None:
+    result = _proxy_render(PROXY_SSL, GOOD_PROXY_DATA)
+    assert result.ok, result.diagnostics
+    [server] = _server_lines(result)
+    assert server[3:] == [
+        "ssl",
+        "verify",
+        "required",
+        "ca-file",
+        "files/proxy-ca-00.pem",
+        "crt",
+        "files/proxy-crt-00.pem",
+        "ciphers",
+        "HIGH:!aNULL",
+        "ssl-min-ver",
+        "TLSv1.2",
+        "ssl-max-ver",
+        "TLSv1.3",
+        "verifyhost",
+        "web.internal",
+        "sni",
+        "str(web.internal)",
+    ]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=list(PAYLOADS))
+def test_proxy_ssl_annotations_stay_inert(payload: str) -> None:
+    """With TLS to the backend and verification on, so that every proxy-ssl value is read,
+    each proxy-ssl annotation in turn carries the payload: the render refuses it, or the
+    server line keeps only our options (a value that does not fit denies the route)."""
+    for name in PROXY_SSL:
+        result = _proxy_render(PROXY_SSL | {name: PAYLOADS[payload]}, GOOD_PROXY_DATA)
+        _assert_inert(result, PROXY_BASELINE)
+        if result.ok:
+            _assert_server_options_only(result)
+            cfg = result.files.get("haproxy.cfg")
+            assert cfg is not None
+            # verify-depth is never rendered; any other value that does not fit fails closed
+            denied = b"http-request deny status 503" in cfg.content
+            assert denied == (name != "proxy-ssl-verify-depth"), (name, payload)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=list(PAYLOADS))
+def test_proxy_secret_data_never_reaches_the_configuration(payload: str) -> None:
+    """A hostile ca.crt, tls.crt or tls.key is refused (the route answers 503, a comment
+    names the Secret, not its data) or lands in its own file; haproxy.cfg never carries it."""
+    for key in GOOD_PROXY_DATA:
+        for value in (payload, _b64(payload), _b64(PEM + payload)):
+            data = GOOD_PROXY_DATA | {key: value}
+            result = _proxy_render(PROXY_SSL, data)
+            _assert_inert(result, PROXY_BASELINE)
+            assert result.ok, result.diagnostics
+            _assert_server_options_only(result)
+            cfg = result.files.get("haproxy.cfg")
+            assert cfg is not None and payload.encode() not in cfg.content
+            if value == payload and payload.strip(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+            ):
+                # not base64: unusable, so the route fails closed
+                assert b"http-request deny status 503" in cfg.content, (key, payload)
