@@ -37,6 +37,7 @@ __all__ = [
     "CompileError",
     "EvalError",
     "Program",
+    "bind",
     "compile_expression",
     "compiles_in",
     "evaluate",
@@ -156,10 +157,21 @@ class EvalError(ValueError):
     """Evaluation produced a CEL error value (missing key, bad index, division by zero)."""
 
 
-def evaluate(program: Program, data: Mapping[str, Any]) -> Any:
+def bind(data: Mapping[str, Any]) -> cel.Activation:
+    """``data`` for several evaluations: the runtime converts a variable's value when an
+    evaluation first reads it, once per activation, where each evaluation of a plain
+    mapping converts it again (about 10 µs for an Ingress). Programs of :func:`full_env`
+    only (every rule's)."""
+    return full_env().Activation(data=data)
+
+
+def evaluate(program: Program, data: Mapping[str, Any] | cel.Activation) -> Any:
     """The plain Python result. Raises :class:`EvalError` or :class:`BudgetExceeded`."""
     try:
-        value = program.expression.eval(data=data)
+        if isinstance(data, cel.Activation):
+            value = program.expression.eval(activation=data)
+        else:
+            value = program.expression.eval(data=data)
     except Exception as exc:
         text = str(exc)
         if _BUDGET_MESSAGE in text:

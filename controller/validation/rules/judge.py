@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from cel_expr_python import cel
+
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
 from controller.observability import escape_controls
-from controller.validation.rules.cel import EvalError, Program, evaluate
+from controller.validation.rules.cel import EvalError, Program, bind, evaluate
 from controller.validation.rules.compiled import CompiledRule
 
 __all__ = ["Judgement", "State", "judge", "output_value", "split_lines"]
@@ -62,7 +64,7 @@ def output_value(name: str, path: str, content: str) -> dict[str, Any]:
     return {"name": name, "path": path, "content": content, "lines": split_lines(content)}
 
 
-def _condition(program: Program, data: Mapping[str, Any], what: str) -> bool:
+def _condition(program: Program, data: cel.Activation, what: str) -> bool:
     value = evaluate(program, data)
     if not isinstance(value, bool):
         raise EvalError(f"{what} returned {type(value).__name__} {value!r}, not a bool")
@@ -77,14 +79,18 @@ def judge(
     object: ObjectRef | None = None,
     subject: str = "",
 ) -> Judgement:
-    """``subject`` names the object in messages (``default/echo``). Raises BudgetExceeded."""
+    """``subject`` names the object in messages (``default/echo``). Raises BudgetExceeded.
+
+    The conditions, the expression and the message read one activation, so ``self`` is
+    converted for the runtime once, not once per program."""
     title = rule.title + (f" on {escape_controls(subject)}" if subject else "")
+    bound = bind(data)
     try:
-        if rule.block_when is not None and not _condition(rule.block_when, data, "block `when`"):
+        if rule.block_when is not None and not _condition(rule.block_when, bound, "block `when`"):
             return Judgement(State.SKIPPED)
-        if rule.when is not None and not _condition(rule.when, data, "`when`"):
+        if rule.when is not None and not _condition(rule.when, bound, "`when`"):
             return Judgement(State.SKIPPED)
-        value = evaluate(rule.expression, data)
+        value = evaluate(rule.expression, bound)
         if not isinstance(value, bool):
             raise EvalError(f"expression returned {type(value).__name__} {value!r}, not a bool")
     except EvalError as exc:
@@ -94,11 +100,11 @@ def judge(
     if value:
         return Judgement(State.PASSED)
     rule_id = "E5003" if rule.is_error else "W5004"
-    text = f"{title}: {_message(rule, data)}"
+    text = f"{title}: {_message(rule, bound)}"
     return Judgement(State.FAILED, _make(rule_id, text, location, object))
 
 
-def _message(rule: CompiledRule, data: Mapping[str, Any]) -> str:
+def _message(rule: CompiledRule, data: cel.Activation) -> str:
     if rule.spec.message is not None:
         return rule.spec.message
     fallback = f"{rule.spec.expression.strip()} is false"
