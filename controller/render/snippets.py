@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jinja2 import BaseLoader, Template, TemplateNotFound
@@ -32,6 +32,7 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Context
 from jinja2.utils import Namespace
 
+from controller.render.budget import BudgetExceeded
 from controller.render.budget import current as current_meter
 from controller.render.context import Resources
 from controller.render.grown import mark_shared
@@ -57,6 +58,14 @@ class SharedModule:
     assign to them, and a changed module must not be reused."""
     context: Context
     """The context it was evaluated in: every top-level name it set, exported or not."""
+    used: tuple[tuple[str, TemplateModule], ...] = ()
+    """The shared modules its evaluation imported, each as the very object it got: it is
+    reused only while each of them is that object again (not while each read what it read:
+    a module that filters a collection is evaluated again when the collection changes, but
+    when that evaluation exports the same, this one stays too)."""
+    own_chars: int = 0
+    """What evaluating it charged the size budget, less the modules it imported that were
+    first obtained in that render (those are charged as they are obtained)."""
 
     def intact(self) -> bool:
         for ns, attrs in self.namespaces:
@@ -119,12 +128,38 @@ class SnippetTemplate(Template):
             scope._charged.setdefault(name, found.chars)
         if rec is not None:
             rec.modules[name] = found.chars
+            # The importer depends on what the module is, not on what it read.
+            rec.used[name] = found.module
             if rec.created is not None:  # a module importing this one may export these
-                rec.reads.extend(found.reads)
                 rec.created.extend(weakref.ref(ns) for ns, _ in found.namespaces)
-            else:  # an output: it depends on what the module is, not on what it read
-                rec.used[name] = found.module
         return found.module
+
+    def _same_imports(
+        self, used: tuple[tuple[str, TemplateModule], ...], vars: dict[str, Any]
+    ) -> bool:
+        """Is every module ``used`` the very same object in this render? Each is obtained
+        now, as the module would obtain it on reaching its import: a shared module reads
+        only render-wide names, which ``vars`` holds as the importer had them. One that
+        fails is not the same; evaluating this module again reports the failure."""
+        loader = self.environment.loader
+        templates = loader.templates if isinstance(loader, SnippetLoader) else {}
+        meter = current_meter().get()
+        for dep, module in used:
+            template = templates.get(dep)
+            if not isinstance(template, SnippetTemplate):
+                return False
+            before = meter.used_chars if meter is not None else 0
+            try:
+                now = template.make_module(vars, True)
+            except BudgetExceeded:
+                raise
+            except Exception:
+                if meter is not None:
+                    meter.used_chars = before
+                return False
+            if now is not module:
+                return False
+        return True
 
     def _obtain(
         self, scope: Resources, vars: dict[str, Any], locals: Mapping[str, Any] | None
@@ -143,10 +178,11 @@ class SnippetTemplate(Template):
             and memo.extra is extra
             and memo.intact()
             and unchanged(raw, memo.reads)
+            and self._same_imports(memo.used, vars)
         ):
             if meter is not None and self.name not in scope._charged:
-                meter.charge(memo.chars)
-            return memo
+                meter.charge(memo.own_chars)
+            return replace(memo, chars=memo.own_chars)
         recorder = Recorder(track_namespaces=True)
         token = current_recorder().set(recorder)
         before = meter.used_chars if meter is not None else 0
@@ -164,6 +200,8 @@ class SnippetTemplate(Template):
         if meter is not None and already is not None:
             meter.used_chars -= chars
         reads = tuple(recorder.reads)
+        used = tuple(recorder.used.items())
+        own = chars - recorder.module_chars
         if (
             memo is not None
             and self.keep
@@ -176,11 +214,19 @@ class SnippetTemplate(Template):
             # Evaluated again to the very same exports: the old module stays, so outputs
             # that imported it can be kept (see controller.render.sameness).
             found = SharedModule(
-                memo.module, reads, chars, http, extra, memo.namespaces, memo.context
+                memo.module, reads, chars, http, extra, memo.namespaces, memo.context, used, own
             )
         else:
             found = SharedModule(
-                module, reads, chars, http, extra, _namespaces(recorder.namespaces()), context
+                module,
+                reads,
+                chars,
+                http,
+                extra,
+                _namespaces(recorder.namespaces()),
+                context,
+                used,
+                own,
             )
         if raw is not None and self.keep:
             self._memo = found

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.render import Renderer
+from controller.render.snippets import SnippetTemplate
 from controller.resources import Store, collections_for
 from controller.spec.loader import load_config
 from controller.spec.models import HAProxyTemplateConfigSpec
@@ -379,6 +380,35 @@ def test_an_ignored_object_keeps_every_output() -> None:
     view = store.snapshot()
     result = r.render(view)
     assert all(e.content is first[e.path] for e in result.files)
+    assert signature(result) == signature(Renderer(spec).render(view))
+
+
+def test_an_ignored_object_does_not_evaluate_the_routing_module_again() -> None:
+    """routing imports our-ingresses (the Ingresses of our class) and depends on the module
+    it got, not on what that module read: an Ingress of another class evaluates
+    our-ingresses again (same exports, so the old module stays) and keeps routing as it
+    was, unevaluated. An Ingress of our class changes our-ingresses, so routing is
+    evaluated again; both renders equal full ones."""
+    spec = _quickstart()
+    store = _quickstart_store(spec)
+    r = Renderer(spec)
+    r.render(store.snapshot())
+    routing, ours = (r._loader.templates[n] for n in ("routing", "our-ingresses"))
+    assert isinstance(routing, SnippetTemplate) and isinstance(ours, SnippetTemplate)
+    routing_memo, ours_memo = routing._memo, ours._memo
+    assert routing_memo is not None and ours_memo is not None
+    store.apply("ingresses", _ingress(9, 7))  # variant 7: ingressClassName "other"
+    view = store.snapshot()
+    result = r.render(view)
+    assert routing._memo is routing_memo  # reused without evaluating it
+    assert ours._memo is not None and ours._memo is not ours_memo
+    assert ours._memo.module is ours_memo.module
+    assert signature(result) == signature(Renderer(spec).render(view))
+    store.apply("ingresses", _ingress(10, 8))  # ours
+    view = store.snapshot()
+    result = r.render(view)
+    assert routing._memo is not None and routing._memo is not routing_memo
+    assert routing._memo.module is not routing_memo.module
     assert signature(result) == signature(Renderer(spec).render(view))
 
 
