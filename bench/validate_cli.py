@@ -17,6 +17,12 @@ pipeline, report; the issue's target is ≤ 2,000 ms at N = 2,000), its CPU time
 children (``cpuMs``: on a shared machine wall time mostly measures the neighbours), the
 medians, and the report's own timings (render, inline rules, each pipeline stage).
 
+``--steps`` runs it once more in a fresh interpreter (with the counted runs' caches) and
+reports the CPU time of each of its steps without a profiler (``steps``: interpreter start,
+imports, reading the config, reading the manifests, filling the store, building the engine
+with its lazy imports and compiled templates, rendering and running the stages in this
+process, the children's share (haproxy, rule workers), the report, and the rest).
+
 ``--profile OUT`` runs the command once more in this process under cProfile and writes the
 stats to OUT (read them with ``python -m pstats OUT``), with the command's steps (``profileSteps``:
 imports, loading, filling the store, compiling templates, building the pipeline; cumulative
@@ -36,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +175,75 @@ thread (``evaluate``), which cProfile does not see: its time is the report's ``r
 per-phase figures."""
 
 
+def steps(folder: Path, haproxy: str | None, env: dict[str, str]) -> dict[str, float]:
+    """CPU per step of one run in a fresh interpreter (see ``_steps_child``)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--steps-child", *_args(folder, haproxy)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+STEP_CALLS = {
+    "readConfig": ("controller.cli.inputs", "load_config_located"),
+    "readManifests": ("controller.cli.inputs", "load_manifests"),
+    "fillStore": ("controller.cli.inputs", "_fill"),
+    "report": ("controller.cli.validate", "with_config_lines"),
+    "emit": ("controller.cli.validate", "_emit"),
+}
+"""Step → the module attribute the command calls for it (wrapped by ``_steps_child``)."""
+
+
+def _steps_child(args: list[str]) -> None:
+    """Run ``htc`` with ``args`` in this fresh interpreter, timing each step by CPU: the
+    functions of ``STEP_CALLS``, the engine's build (the factory's product) and the event
+    loop's run (render in its thread, then the stages), and print them as JSON last."""
+    import asyncio
+    import importlib
+    import io
+
+    start = time.process_time()  # the interpreter and this script so far (a bit more than htc)
+    sys.path.insert(0, str(ROOT))
+    validate: Any = importlib.import_module("controller.cli.validate")
+    imported = time.process_time()
+    cpu: dict[str, float] = {}
+
+    def timed(label: str, call: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            began = time.process_time()
+            try:
+                return call(*a, **k)
+            finally:
+                cpu[label] = cpu.get(label, 0.0) + time.process_time() - began
+
+        return wrapper
+
+    for label, (module_name, name) in STEP_CALLS.items():
+        module = importlib.import_module(module_name)
+        setattr(module, name, timed(label, getattr(module, name)))
+    factory = validate.default_engine
+    validate.default_engine = lambda *a, **k: timed("buildEngine", factory(*a, **k))
+    validate.asyncio = type(asyncio)("asyncio_timed")
+    validate.asyncio.run = timed("renderAndStages", asyncio.run)
+    from controller.cli import main as htc_main
+
+    sink = io.StringIO()
+    with redirect_stdout(sink), redirect_stderr(io.StringIO()), suppress(SystemExit):
+        htc_main.main(args=args, standalone_mode=False)
+    total = time.process_time()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"interpreter": start, "imports": imported - start, **cpu}
+    out["other"] = total - sum(out.values())
+    out["selfTotal"] = total
+    out["children"] = children.ru_utime + children.ru_stime
+    out["total"] = total + out["children"]
+    print(json.dumps({k: round(v * 1000, 1) for k, v in out.items()}))
+
+
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "wallMsMedian": statistics.median(r["wallMs"] for r in runs),
@@ -191,7 +266,13 @@ def main() -> None:
         help="counted runs with the template cache written by the first run (warm), without "
         "it (off: every template compiled, as a user's first run), or alternating (paired)",
     )
+    parser.add_argument(
+        "--steps", action="store_true", help="CPU of each step of one more run (see above)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    if sys.argv[1:2] == ["--steps-child"]:
+        _steps_child(sys.argv[2:])
+        return
     args = parser.parse_args()
     modes = ("warm", "off") if args.templates == "paired" else (args.templates,)
     with tempfile.TemporaryDirectory(prefix="htc-bench-") as tmp:
@@ -219,6 +300,8 @@ def main() -> None:
                 round(off["cpuMs"] - warm["cpuMs"], 1)
                 for warm, off in zip(runs["warm"], runs["off"], strict=True)
             ]
+        if args.steps:
+            out["steps"] = steps(manifests, args.haproxy, envs[modes[0]])
         if args.profile is not None:
             out.update(profile(manifests, args.haproxy, args.profile, envs[modes[0]]))
     if args.json:

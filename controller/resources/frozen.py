@@ -61,7 +61,7 @@ class FrozenDict(dict[str, Any]):
 def freeze(value: Any, strip: StripTree | None = None) -> Any:
     """A read-only deep copy of ``value`` without the keys in ``strip``."""
     if isinstance(value, Mapping):
-        if isinstance(value, FrozenDict) and not strip:
+        if isinstance(value, FrozenDict) and (not strip or _keeps(value, strip)):
             return value
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -78,6 +78,18 @@ def freeze(value: Any, strip: StripTree | None = None) -> Any:
     if type(value) is str and len(value) <= _INTERN_MAX:
         return _intern(value)
     return value
+
+
+def _keeps(value: FrozenDict, strip: StripTree) -> bool:
+    """True when stripping would leave ``value`` as it is: it has none of the keys to remove.
+    Objects read already frozen (``htc validate``'s manifests) then are stored as read,
+    without a copy of every mapping on the way to the stripped keys."""
+    for key, sub in strip.items():
+        if key in value:
+            item = value[key]
+            if sub is None or not isinstance(item, FrozenDict) or not _keeps(item, sub):
+                return False
+    return True
 
 
 def thaw(value: Any) -> Any:

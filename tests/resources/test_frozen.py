@@ -13,6 +13,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from controller.resources import FrozenDict, freeze, thaw
+from controller.resources.paths import StripTree
 
 SOURCE: dict[str, Any] = {
     "metadata": {
@@ -32,6 +33,23 @@ def test_freeze_strips_and_keeps_plain_access() -> None:
     assert isinstance(frozen["spec"]["rules"], Sequence)
     assert frozen["spec"]["rules"][0]["host"] == "a.example"
     assert json.loads(json.dumps(frozen)) == thaw(frozen)
+
+
+def test_a_frozen_object_is_stripped_by_copy_only_when_it_has_a_key_to_strip() -> None:
+    """Freezing what is frozen already (manifests read frozen) copies nothing when no key is
+    to be removed, and strips as from the plain object when one is."""
+    strip: StripTree = {"metadata": {"managedFields": None, "annotations": None}, "status": None}
+    bare = freeze({k: v for k, v in SOURCE.items()} | {"metadata": {"name": "web"}})
+    assert freeze(bare, strip) is bare
+    once = freeze(SOURCE)
+    again = freeze(once, strip)
+    assert again is not once and again == freeze(SOURCE, strip)
+    assert "managedFields" not in again["metadata"] and "managedFields" in once["metadata"]
+    assert again["spec"] is once["spec"]  # what is not on a stripped path is shared
+    nested = freeze({"metadata": FrozenDict(name="web", annotations={"a": "b"})})
+    assert freeze(nested, strip) == {"metadata": {"name": "web"}}
+    odd = freeze({"metadata": ("not", "a", "mapping")})  # a strip path through a list
+    assert freeze(odd, strip) == odd
 
 
 @pytest.mark.parametrize(

@@ -109,8 +109,13 @@ def test_frozen_manifests_store_as_the_plain_ones(tmp_path: Path, quickstart_dir
 
 def test_the_fast_loader_resolves_as_pyyaml() -> None:
     values = ["yes", "No", "on", "1", "-1.5", ".inf", "0x1F", "null", "~", "", "Tcp", "10.0.0.1"]
+    # decimals and booleans as manifests write them (taken directly), and their neighbours
+    values += ["true", "false", "True", "FALSE", "0", "80", "010", "0_1", "1_000", "+5", "-3"]
+    values += ["12345678901234567890123", "1:30", "0b11", "!!int '7'", "!!bool 'true'", "[0, 08]"]
     text = "\n".join(f"k{i}: {v}" for i, v in enumerate(values)) + "\n"
     fast = m._fast_read(text, frozen=False)
     assert fast is not None
     [(careful, _)], _ = read_documents(text, "x.yaml")
     assert fast[0][0] == careful and careful["k0"] is True and careful["k10"] == "Tcp"
+    assert [type(v) for v in fast[0][0].values()] == [type(v) for v in careful.values()]
+    assert careful["k18"] == 8 and careful["k12"] is True and careful["k23"] == 12345678901234567890123

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fastjsonschema
-import jsonschema
 from fastjsonschema.draft07 import CodeGeneratorDraft07
 
 from controller.diagnostics import Diagnostic, Phase, make
@@ -131,6 +130,8 @@ def apply_overlays(base: Mapping[str, Any], overlays: Sequence[Mapping[str, Any]
 def _check_form(index: int, overlay: Any) -> None:
     if not isinstance(overlay, Mapping):
         raise SchemaOverlayError(index, "malformed", "", "an overlay must be a JSON object")
+    import jsonschema  # only a config with overlays pays its import (about 60 ms)
+
     try:
         jsonschema.Draft7Validator.check_schema(overlay)
     except jsonschema.SchemaError as exc:
