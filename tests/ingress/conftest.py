@@ -1,18 +1,27 @@
-"""Fixtures for the Ingress library's end-to-end tests (see ``ingress_kit``)."""
+"""Shared ``htc local`` sites for the Ingress library's end-to-end tests (see ``ingress_kit``).
+
+A start of ``htc local`` with a real HAProxy costs seconds, a scenario's requests far less:
+so a test module puts the manifests of many scenarios (distinct hosts, Ingress and Service
+names) into one site and serves it once per HAProxy binary, from a module-scoped fixture
+that enters :func:`shared_site`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.local.app import LocalApp, LocalOptions
-from tests.ingress.ingress_kit import Cluster, Echoes, Start
+from tests.conftest import HAPROXY
+from tests.ingress.ingress_kit import TLS, Cluster, Echoes
 
 
 async def run_local(
@@ -37,28 +46,35 @@ async def run_local(
     return app, out
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
+@dataclass
+class Site:
+    """A served cluster, ``htc local``'s console output, and the certificates its setup made
+    (by name) for clients that verify them."""
+
+    cluster: Cluster
+    out: io.StringIO
+    certs: dict[str, TLS] = field(default_factory=dict)
+
+
+@contextlib.asynccontextmanager
+async def shared_site(
+    family: str, setup: Callable[[Cluster, dict[str, TLS]], None]
+) -> AsyncIterator[Site]:
+    """``htc local`` with the HAProxy of ``family`` ("2.6", "2.8") serving what ``setup``
+    put into a fresh cluster (it may also record certificates), until the block ends."""
+    if family not in HAPROXY:
+        pytest.fail(f"haproxy {family} not installed (found {sorted(HAPROXY)})")
     root = Path(tempfile.mkdtemp(prefix="htc-ing-"))
-    e = Echoes()
+    echoes = Echoes()
     try:
-        yield Cluster(root / "site", e)
+        cluster = Cluster(root / "site", echoes)
+        certs: dict[str, TLS] = {}
+        setup(cluster, certs)
+        app, out = await run_local(cluster, HAPROXY[family])
+        try:
+            yield Site(cluster, out, certs)
+        finally:
+            await app.stop()
     finally:
-        e.close()
+        echoes.close()
         shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-async def serve(cluster: Cluster, haproxy_bin: str) -> AsyncIterator[Start]:
-    """``await serve(**extraContext)`` writes the cluster's manifests and runs ``htc local`` on
-    them with ``haproxy_bin`` until the test ends; it returns the console output."""
-    apps: list[LocalApp] = []
-
-    async def start(**extra_context: Any) -> io.StringIO:
-        app, out = await run_local(cluster, haproxy_bin, **extra_context)
-        apps.append(app)
-        return out
-
-    yield start
-    for app in apps:
-        await app.stop()

@@ -20,7 +20,7 @@ import json
 import socket
 import ssl
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,9 +36,6 @@ REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "config.yaml"
 CLASS = "haproxy"
 CONTROLLER = "haproxy-template.dev/ingress-controller"
-
-Start = Callable[..., Awaitable[io.StringIO]]
-"""The ``serve`` fixture: ``await serve(**extraContext)`` runs ``htc local``; console output."""
 
 
 def free_port(address: str = "127.0.0.1") -> int:

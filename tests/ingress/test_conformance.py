@@ -6,25 +6,34 @@ requests and expectations are written here. Like the suite, the Ingresses name n
 default IngressClass (ours) takes them. The suite's "Ingress status shows an address" steps
 belong to ``htc run`` (issue 17, item 6) and are not here.
 
-Each test sets up one feature's Ingress, runs ``htc local`` on both binaries, and checks every
-scenario of the feature, reporting all mismatches at once.
+Each test checks every scenario of one feature, reporting all mismatches at once. The
+features share two sites (``conftest.shared_site``), each served once per binary: one whose
+Ingresses name no defaultBackend (host_rules, ingress_class, path_rules: unknown hosts and
+paths must get 404 there) and one with the defaultBackend of default_backend and
+load_balancing (both send everything to echo-service, with ten pods).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
+import pytest
+import pytest_asyncio
+
+from tests.ingress.conftest import Site, shared_site
 from tests.ingress.ingress_kit import (
+    TLS,
     Cluster,
     Reply,
-    Start,
     backend,
     ingress,
     ingress_class,
     rule,
     self_signed,
 )
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def check(
@@ -41,12 +50,98 @@ async def run(*checks: Callable[[], None]) -> None:
         await asyncio.to_thread(c)
 
 
-async def test_default_backend(cluster: Cluster, serve: Start) -> None:
-    cluster.service("echo-service")
+def _defaulted(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    cluster.service("echo-service", pods=10)
     cluster.add(
-        ingress_class(), ingress("default-backend", {"defaultBackend": backend("echo-service")})
+        ingress_class(),
+        ingress("default-backend", {"defaultBackend": backend("echo-service")}),
+        ingress("load-balancing", {"defaultBackend": backend("echo-service")}),
     )
-    await serve()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["2.6", "2.8"])
+async def defaulted(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    """default_backend and load_balancing: every request goes to echo-service."""
+    async with shared_site(request.param, _defaulted) as site:
+        yield site.cluster
+
+
+def _routed(cluster: Cluster, certs: dict[str, TLS]) -> None:
+    # host_rules, and the same with ssl-redirect off (on a host of its own)
+    certs["foo"] = tls = self_signed(cluster.root.parent, "foo.bar.com")
+    certs["plain"] = plain = self_signed(cluster.root.parent, "plain.bar.com")
+    cluster.service("wildcard-foo-com")
+    cluster.service("foo-bar-com")
+    cluster.service("plain-bar-com")
+    cluster.add(
+        ingress_class(),
+        tls.secret("conformance-tls"),
+        plain.secret("plain-tls"),
+        ingress(
+            "host-rules",
+            {
+                "tls": [{"hosts": ["foo.bar.com"], "secretName": "conformance-tls"}],
+                "rules": [
+                    rule("*.foo.com", ("/", "Prefix", "wildcard-foo-com")),
+                    {
+                        "host": "foo.bar.com",
+                        "http": {
+                            "paths": [
+                                {
+                                    "path": "/",
+                                    "pathType": "Prefix",
+                                    "backend": backend("foo-bar-com", "http"),
+                                }
+                            ]
+                        },
+                    },
+                ],
+            },
+        ),
+        ingress(
+            "host-rules-plain",
+            {
+                "tls": [{"hosts": ["plain.bar.com"], "secretName": "plain-tls"}],
+                "rules": [rule("plain.bar.com", ("/", "Prefix", "plain-bar-com"))],
+            },
+            **{"nginx.ingress.kubernetes.io/ssl-redirect": "false"},
+        ),
+    )
+    # ingress_class
+    cluster.service("ingress-class-prefix")
+    cluster.service("ours")
+    cluster.add(
+        ingress(
+            "test-ingress-class",
+            {
+                "ingressClassName": "some-invalid-class-name",
+                "rules": [rule("ingress-class", ("/", "Prefix", "ingress-class-prefix"))],
+            },
+        ),
+        ingress("classless", {"rules": [rule("classless", ("/", "Prefix", "ours"))]}),
+    )
+    # path_rules
+    for name in (
+        "foo-exact",
+        "foo-prefix",
+        "aaa-slash-bbb-prefix",
+        "aaa-prefix",
+        "aaa-slash-bbb-slash-prefix",
+        "foo-slash-exact",
+    ):
+        cluster.service(name)
+    cluster.add(ingress("path-rules", PATH_RULES))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["2.6", "2.8"])
+async def routed(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
+    """host_rules, ingress_class and path_rules: no defaultBackend anywhere."""
+    async with shared_site(request.param, _routed) as site:
+        yield site
+
+
+async def test_default_backend(defaulted: Cluster) -> None:
+    cluster = defaulted
     failures: list[str] = []
 
     def scenarios() -> None:
@@ -79,36 +174,8 @@ async def test_default_backend(cluster: Cluster, serve: Start) -> None:
     assert not failures, "\n".join(failures)
 
 
-async def test_host_rules(cluster: Cluster, serve: Start) -> None:
-    tls = self_signed(cluster.root.parent, "foo.bar.com")
-    cluster.service("wildcard-foo-com")
-    cluster.service("foo-bar-com")
-    cluster.add(
-        ingress_class(),
-        tls.secret("conformance-tls"),
-        ingress(
-            "host-rules",
-            {
-                "tls": [{"hosts": ["foo.bar.com"], "secretName": "conformance-tls"}],
-                "rules": [
-                    rule("*.foo.com", ("/", "Prefix", "wildcard-foo-com")),
-                    {
-                        "host": "foo.bar.com",
-                        "http": {
-                            "paths": [
-                                {
-                                    "path": "/",
-                                    "pathType": "Prefix",
-                                    "backend": backend("foo-bar-com", "http"),
-                                }
-                            ]
-                        },
-                    },
-                ],
-            },
-        ),
-    )
-    await serve()
+async def test_host_rules(routed: Site) -> None:
+    cluster, tls = routed.cluster, routed.certs["foo"]
     failures: list[str] = []
 
     def scenarios() -> None:
@@ -134,45 +201,19 @@ async def test_host_rules(cluster: Cluster, serve: Start) -> None:
     assert not failures, "\n".join(failures)
 
 
-async def test_host_rules_over_plain_http_without_redirect(cluster: Cluster, serve: Start) -> None:
+async def test_host_rules_over_plain_http_without_redirect(routed: Site) -> None:
     """The suite's plain-HTTP scenario for the TLS host, with the redirect switched off by
-    the ssl-redirect annotation: answered by the host's backend over HTTP."""
-    tls = self_signed(cluster.root.parent, "foo.bar.com")
-    cluster.service("foo-bar-com")
-    cluster.add(
-        ingress_class(),
-        tls.secret("conformance-tls"),
-        ingress(
-            "host-rules",
-            {
-                "tls": [{"hosts": ["foo.bar.com"], "secretName": "conformance-tls"}],
-                "rules": [rule("foo.bar.com", ("/", "Prefix", "foo-bar-com"))],
-            },
-            **{"nginx.ingress.kubernetes.io/ssl-redirect": "false"},
-        ),
-    )
-    await serve()
-    r = await asyncio.to_thread(cluster.get, "foo.bar.com")
-    assert (r.status, r.service, r.echo.get("host")) == (200, "foo-bar-com", "foo.bar.com")
-    r = await asyncio.to_thread(cluster.get_tls, "foo.bar.com", ca=tls.cert)
-    assert (r.status, r.service) == (200, "foo-bar-com")
+    the ssl-redirect annotation (on a TLS host of its own, plain.bar.com, beside foo.bar.com
+    whose redirect stays on): answered by the host's backend over HTTP."""
+    cluster, tls = routed.cluster, routed.certs["plain"]
+    r = await asyncio.to_thread(cluster.get, "plain.bar.com")
+    assert (r.status, r.service, r.echo.get("host")) == (200, "plain-bar-com", "plain.bar.com")
+    r = await asyncio.to_thread(cluster.get_tls, "plain.bar.com", ca=tls.cert)
+    assert (r.status, r.service) == (200, "plain-bar-com")
 
 
-async def test_ingress_class(cluster: Cluster, serve: Start) -> None:
-    cluster.service("ingress-class-prefix")
-    cluster.service("ours")
-    cluster.add(
-        ingress_class(),
-        ingress(
-            "test-ingress-class",
-            {
-                "ingressClassName": "some-invalid-class-name",
-                "rules": [rule("ingress-class", ("/", "Prefix", "ingress-class-prefix"))],
-            },
-        ),
-        ingress("classless", {"rules": [rule("classless", ("/", "Prefix", "ours"))]}),
-    )
-    await serve()
+async def test_ingress_class(routed: Site) -> None:
+    cluster = routed.cluster
     r = await asyncio.to_thread(cluster.get, "ingress-class")
     assert r.status == 404, r
     # The control: an Ingress without a class is taken by the default class, ours.
@@ -180,12 +221,8 @@ async def test_ingress_class(cluster: Cluster, serve: Start) -> None:
     assert (r.status, r.service) == (200, "ours")
 
 
-async def test_load_balancing(cluster: Cluster, serve: Start) -> None:
-    cluster.service("echo-service", pods=10)
-    cluster.add(
-        ingress_class(), ingress("load-balancing", {"defaultBackend": backend("echo-service")})
-    )
-    await serve()
+async def test_load_balancing(defaulted: Cluster) -> None:
+    cluster = defaulted
 
     def hundred() -> list[Reply]:
         return [cluster.get("load-balancing") for _ in range(100)]
@@ -215,18 +252,8 @@ PATH_RULES = {
 }
 
 
-async def test_path_rules(cluster: Cluster, serve: Start) -> None:
-    for name in (
-        "foo-exact",
-        "foo-prefix",
-        "aaa-slash-bbb-prefix",
-        "aaa-prefix",
-        "aaa-slash-bbb-slash-prefix",
-        "foo-slash-exact",
-    ):
-        cluster.service(name)
-    cluster.add(ingress_class(), ingress("path-rules", PATH_RULES))
-    await serve()
+async def test_path_rules(routed: Site) -> None:
+    cluster = routed.cluster
     failures: list[str] = []
 
     def scenarios() -> None:

@@ -15,24 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from tests.conftest import HAPROXY
-from tests.ingress.conftest import run_local
+from tests.ingress.conftest import Site, shared_site
 from tests.ingress.ingress_kit import (
     NGINX,
     TLS,
     Cluster,
-    Echoes,
     annotated,
     auth_secret,
     certificate_authority,
@@ -47,13 +41,6 @@ from tests.ingress.ingress_kit import (
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@dataclass
-class Site:
-    cluster: Cluster
-    out: Any  # io.StringIO: htc local's console output
-    certs: dict[str, TLS]
-
-
 SCENARIOS: list[Callable[[Cluster, dict[str, TLS]], None]] = []
 
 
@@ -65,31 +52,20 @@ def scenario(
     return setup
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["2.6", "2.8"])
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    """Every scenario of this module, served by one ``htc local`` with the given binary."""
-    family = request.param
-    if family not in HAPROXY:
-        pytest.fail(f"haproxy {family} not installed (found {sorted(HAPROXY)})")
-    root = Path(tempfile.mkdtemp(prefix="htc-traffic-"))
-    echoes = Echoes()
-    cluster = Cluster(root / "site", echoes)
-    certs: dict[str, TLS] = {}
+def _every_scenario(cluster: Cluster, certs: dict[str, TLS]) -> None:
     # The TLS scenario's fallback; no other scenario depends on the default certificate.
     cluster.extra_context["defaultCertificate"] = "default/fallback-tls"
     cluster.add(ingress_class())
     cluster.service("app")
-    try:
-        for setup in SCENARIOS:
-            setup(cluster, certs)
-        app, out = await run_local(cluster, HAPROXY[family])
-        try:
-            yield Site(cluster, out, certs)
-        finally:
-            await app.stop()
-    finally:
-        echoes.close()
-        shutil.rmtree(root, ignore_errors=True)
+    for setup in SCENARIOS:
+        setup(cluster, certs)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["2.6", "2.8"])
+async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
+    """Every scenario of this module, served by one ``htc local`` with the given binary."""
+    async with shared_site(request.param, _every_scenario) as served:
+        yield served
 
 
 async def pods(cluster: Cluster, host: str, n: int, **kw: Any) -> Counter[str]:
