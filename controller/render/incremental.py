@@ -29,8 +29,10 @@ new view the same questions and accepts only the very same objects, in the same 
   render that built the module. A module whose reads changed is evaluated again; when that
   evaluation exports exactly what the old one did (:mod:`controller.render.sameness`: no
   template could tell them apart), the old module object stays, so the outputs that import
-  it are kept too. An Ingress of another class, or a status write, then costs one
-  evaluation of the routing module instead of a full render.
+  it are kept too. A shared module that imports another depends on the imported module
+  object, not on its reads: the quickstart's routing imports ``our-ingresses`` (the class
+  filter), so an Ingress of another class costs one evaluation of that filter, not of the
+  routing table, and no output renders again.
 
 Failures are never reused: an output or module that raised is evaluated again next time.
 The size budget is charged for reused work as if it had been done again, so a render that
