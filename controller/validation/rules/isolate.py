@@ -14,6 +14,7 @@ The child never returns into the caller's code: every path ends in ``os._exit``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import resource
@@ -125,6 +126,12 @@ def _address_space() -> int | None:
 def _child(fn: Callable[[], object], w: int, headroom: int | None, cpu: float) -> None:
     status = 0
     try:
+        # Every object inherited from the parent is out of the collector's reach: a full
+        # collection would walk them all and write to each one's header, copying the
+        # parent's heap page by page. With 10,000 Ingresses in the store that doubled the
+        # worker's CPU time (deferred rules: 0.99 s instead of 0.49 s), charged to the
+        # rules' budget. What the child allocates itself is still collected.
+        gc.freeze()
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)  # the parent's event loop owns that descriptor
         # Terminated by the kernel once the child has used ``cpu`` seconds of CPU time.
