@@ -7,10 +7,12 @@ pay for the operator's imports (kopf, the Kubernetes client), nor ``htc run`` fo
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
 from controller import __version__
+from controller.cli.output import own_process
 
 __all__ = ["COMMANDS", "main"]
 
@@ -28,6 +30,13 @@ COMMANDS: dict[str, str] = {
 
 
 class _LazyGroup(click.Group):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The ``htc`` program's entry (its script calls the group; test runners call
+        :meth:`main`): the process is the command's alone, so it may end without tearing the
+        interpreter down (``controller.cli.output.finish``)."""
+        own_process()
+        return self.main(*args, **kwargs)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
 

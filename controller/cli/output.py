@@ -17,14 +17,24 @@ same input:
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from controller.observability import configure as configure_logging
 
-__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "quiet_logs", "write_output"]
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "finish",
+    "own_process",
+    "quiet_logs",
+    "write_output",
+]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -61,3 +71,31 @@ def write_output(text: str, output: Path | None, *, noun: str = "the report") ->
         click.echo(f"{output}: cannot write {noun}: {exc.strerror or exc}", err=True)
         raise SystemExit(EXIT_USAGE) from None
     return True
+
+
+_OWN_PROCESS = False
+
+
+def own_process() -> None:
+    """Say that this process runs one command and nothing else: the ``htc`` program. Test
+    runners and programs that call a command in their own process never do."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
+
+
+def finish(code: int) -> NoReturn:
+    """Exit with ``code`` once everything is written. In the ``htc`` program (see
+    :func:`own_process`) the interpreter is not torn down: freeing every loaded object,
+    module and compiled template one by one cost ``htc validate`` over 6,000 manifests about
+    150-200 ms of CPU and wall time, for memory the system takes back at once. Files and
+    temporary folders are closed and removed by then; standard output and error are flushed
+    here, and if that fails the exit is the ordinary one, which reports it."""
+    if _OWN_PROCESS:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        else:
+            os._exit(code)
+    raise SystemExit(code)

@@ -27,6 +27,7 @@ from controller.cli.inputs import (
 )
 from controller.cli.options import resources_option
 from controller.cli.outdir import OutputDirError, replace_dir
+from controller.cli.output import finish
 from controller.diagnostics import Severity
 from controller.render import MAIN_CONFIG, RenderResult, disk_cache
 
@@ -97,3 +98,4 @@ def command(
     for path in written:
         click.echo(str(path))
     click.echo(f"rendered {len(written)} file(s) into {out} in {result.render_ms:.0f} ms", err=True)
+    finish(EXIT_OK)

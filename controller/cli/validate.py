@@ -31,7 +31,7 @@ from controller.cli.options import (
     severity_option,
     strict_option,
 )
-from controller.cli.output import EXIT_USAGE, quiet_logs, write_output
+from controller.cli.output import EXIT_USAGE, finish, quiet_logs, write_output
 from controller.cli.progress import loaded_summary, step
 from controller.cli.settings import load_settings
 from controller.diagnostics import Diagnostic
@@ -185,7 +185,7 @@ def command(
         with step("validating"):
             report = asyncio.run(pipeline.validate(render, options=options))
         _emit(report, fmt, output, render)
-        raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
+        finish(EXIT_VALID if report.valid else EXIT_INVALID)
     # The controller's own engine, as reconcile builds it (without the warm-up a long-running
     # process pays once: this command judges one candidate). Its templates compile once per
     # source and user: later runs load the code (controller.render.codecache).
@@ -200,7 +200,7 @@ def command(
         )
     report = with_config_lines(verdict.report, spec, inputs.locate, config_path)
     _emit(report, fmt, output, judged)
-    raise SystemExit(EXIT_VALID if report.valid else EXIT_INVALID)
+    finish(EXIT_VALID if report.valid else EXIT_INVALID)
 
 
 def _options(

@@ -1,5 +1,5 @@
-"""What the compile-cache tests of the commands share: templates of every kind the cache keeps
-(an output template, a snippet, a map with a ``when``) and a look at the cache folder."""
+"""What the command tests share: templates of every kind the compile cache keeps (an output
+template, a snippet, a map with a ``when``) and a look at the cache folder."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ from controller.render import Renderer
 from controller.render.snippets import SnippetTemplate
 from controller.resources import Store, collections_for
 from controller.spec.loader import load_config
-from controller.spec.models import HAProxyTemplateConfigSpec
-from tests.render.render_kit import QUICKSTART, signature
+from controller.spec.models import HAProxyTemplateConfigSpec, RenderSettings
+from tests.render.render_kit import QUICKSTART, ingress, signature, spec
 
 FEATURES: dict[str, Any] = {
     "watchedResources": {
@@ -441,3 +441,70 @@ def test_a_shared_module_an_output_changed_is_not_kept() -> None:
     assert now["maps/late.map"] is not first["maps/late.map"]
     assert now["maps/late.map"] == b"n 1004\n"  # after grab.map's assignment, as in full
     assert signature(again) == signature(Renderer(spec).render(store.snapshot()))
+
+
+_NESTED = {
+    # A filter whose reads change with any Ingress, and a module that imports it.
+    "ours": (
+        "{% set o = namespace(items=[]) %}"
+        "{% for i in resources.ingresses.list() if i.spec.ingressClassName == 'haproxy' %}"
+        "{% set o.items = o.items + [i.metadata.name] %}{% endfor %}"
+        "{% set items = o.items %}{% set text %}{{ items | join(',') }}{{ 'i' * 300 }}{% endset %}"
+    ),
+    "table": (
+        "{% import 'ours' as ours with context %}"
+        "{% set text %}{% for n in ours.items %}{{ n }}={{ 't' * 100 }}\n{% endfor %}"
+        "{{ ours.text }}{% endset %}"
+    ),
+}
+
+
+def _nested_spec(max_output_bytes: int | None = None) -> HAProxyTemplateConfigSpec:
+    s = spec(
+        "{% import 'table' as table with context %}{{ table.text }}",
+        maps={"a.map": "{% import 'table' as table with context %}{{ table.text | length }}"},
+        snippets=_NESTED,
+    )
+    if max_output_bytes is None:
+        return s
+    return s.model_copy(
+        update={"render": RenderSettings.model_validate({"max_output_bytes": max_output_bytes})}
+    )
+
+
+def _nested_store(spec_: HAProxyTemplateConfigSpec, n: int) -> Store:
+    store = Store.from_spec(spec_)
+    for k in range(n):
+        store.apply("ingresses", ingress(f"ing-{k}", f"h{k}.local"))
+    return store
+
+
+@pytest.mark.parametrize("step", ["ignored", "ours"])
+def test_a_module_kept_for_its_imports_is_charged_as_if_evaluated(step: str) -> None:
+    """The size budget of a render that keeps `table` (its import `ours` evaluated again to
+    the same exports) or evaluates both again runs out exactly where a full render's does:
+    the smallest budget a full render fits in fits the incremental render too, and one
+    byte less fails both."""
+    store = _nested_store(_nested_spec(), 3)
+    before = store.snapshot()
+    cls = "another" if step == "ignored" else "haproxy"
+    store.apply("ingresses", ingress("ing-9", "h9.local", cls=cls))
+    view = store.snapshot()
+
+    def fits(limit: int, incremental: bool) -> bool:
+        r = Renderer(_nested_spec())
+        if incremental:
+            assert r.render(before).ok  # within the default budget
+        r.spec = _nested_spec(limit)  # read per render: the next one gets this budget
+        return r.render(view).ok
+
+    low, high = 1, 1 << 16
+    while low < high:  # the smallest budget a full render fits in (at most 17 steps)
+        mid = (low + high) // 2
+        if fits(mid, False):
+            high = mid
+        else:
+            low = mid + 1
+    assert low > 1000  # both modules' text is counted
+    assert fits(low, True)
+    assert not fits(low - 1, True)
