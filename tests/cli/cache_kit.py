@@ -33,6 +33,16 @@ TEMPLATES = """\
 ``when``, and ``haproxyConfig``, whose template the config ends with its backend's lines."""
 
 
+SERVICES = """\
+  watchedResources:
+    services:
+      apiVersion: v1
+      kind: Service
+      indexBy: [metadata.namespace, metadata.name]
+"""
+"""Spec lines watching Services as ``resources.services``."""
+
+
 def entries(cache: Path) -> dict[str, tuple[int, int]]:
     """Each entry's inode and change time: a second run that loaded rather than wrote leaves
     both as they were."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.cache_kit import TEMPLATES, entries
+from tests.cli.cache_kit import SERVICES, TEMPLATES, entries
 
 CONFIG = (
     """\
@@ -24,11 +24,9 @@ kind: HAProxyTemplateConfig
 metadata:
   name: cached-commands
 spec:
-  watchedResources:
-    services:
-      apiVersion: v1
-      kind: Service
-      indexBy: [metadata.namespace, metadata.name]
+"""
+    + SERVICES
+    + """\
 """
     + TEMPLATES
     + """\

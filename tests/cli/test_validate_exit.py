@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from controller.cli import main
-from tests.cli.cache_kit import TEMPLATES
+from tests.cli.cache_kit import SERVICES, TEMPLATES
 
 CONFIG = (
     """\
@@ -25,11 +25,9 @@ kind: HAProxyTemplateConfig
 metadata:
   name: exits
 spec:
-  watchedResources:
-    services:
-      apiVersion: v1
-      kind: Service
-      indexBy: [metadata.namespace, metadata.name]
+"""
+    + SERVICES
+    + """\
   extraContext:
     hosts: [a.test]
 """
@@ -98,7 +96,9 @@ def test_the_whole_report_arrives_with_the_verdicts_exit_code(
         tmp=tmp_path,
     )
     assert render.returncode == 0, render.stderr
-    assert render.stdout.split() == [str(tmp_path / "out" / "haproxy.cfg")]
+    assert render.stdout.split() == [
+        str(tmp_path / "out" / n) for n in ("haproxy.cfg", "maps/hosts.map")
+    ]
     assert (tmp_path / "out" / "haproxy.cfg").read_text().count("server s") == 300
     assert list((tmp_path / "scratch").iterdir()) == []  # every temporary folder removed
 
