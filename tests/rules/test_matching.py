@@ -119,7 +119,7 @@ TEXTS = [
 ]
 
 
-def _outcome(program: Program, text: str, pattern: str) -> tuple[str, Any]:
+def _outcome(program: Program, text: Any, pattern: Any) -> tuple[str, Any]:
     try:
         return "value", evaluate(program, {"self": {"t": text, "p": pattern}})
     except EvalError as exc:
@@ -139,6 +139,20 @@ def test_same_answers_and_errors_as_the_runtime(pattern: str) -> None:
         assert FUNCTION in {n.name for n in decode_checked(ours.expression.serialize()).walk()}
         for text in TEXTS:
             assert _outcome(ours, text, pattern) == _outcome(theirs, text, pattern), (text, source)
+
+
+@pytest.mark.parametrize("source", ["self.t.matches(self.p)", "matches(self.t, self.p)"])
+def test_operands_of_another_type_fail_as_before(source: str) -> None:
+    """A hostile object's number, null, list or map where a string belongs: the runtime's
+    "no matching overload" names ``matches``, as the author wrote it, not the rewrite's
+    function."""
+    ours, theirs = compile_expression(source), _plain(source)
+    others: list[Any] = [1, 1.5, None, True, ["a"], {"a": "b"}, "a"]
+    for t in others:
+        for p in others:
+            assert _outcome(ours, t, p) == _outcome(theirs, t, p), (t, p)
+            if not (isinstance(t, str) and isinstance(p, str)):
+                assert FUNCTION not in str(_outcome(ours, t, p)[1])
 
 
 def test_constant_patterns_and_errors_inside_logic() -> None:

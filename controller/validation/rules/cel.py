@@ -176,9 +176,9 @@ def evaluate(program: Program, data: Mapping[str, Any] | cel.Activation) -> Any:
         text = str(exc)
         if _BUDGET_MESSAGE in text:
             raise BudgetExceeded(text) from None
-        raise EvalError(_clean(text)[0]) from None
+        raise EvalError(matching.as_written(_clean(text)[0])) from None
     if value.type() == cel.Type.ERROR:
-        raise EvalError(_clean(str(value.value()))[0])
+        raise EvalError(matching.as_written(_clean(str(value.value()))[0]))
     return value.plain_value()
 
 

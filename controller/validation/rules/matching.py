@@ -36,7 +36,7 @@ from cel_expr_python import cel
 from controller.validation.rules import deadline
 from controller.validation.rules.checked import DecodeError, records
 
-__all__ = ["FUNCTION", "declaration", "matches", "rewritten"]
+__all__ = ["FUNCTION", "as_written", "declaration", "matches", "rewritten"]
 
 FUNCTION = "@htc.matches"
 """Not an identifier, so only :func:`rewritten` can put it into a program."""
@@ -121,6 +121,19 @@ def matches(text: str, pattern: str) -> bool:
         except UnicodeError:
             pass  # a lone surrogate; the runtime decides what that text is
     return _reference(text, pattern)
+
+
+_NO_OVERLOAD = "No matching overloads found : "
+
+
+def as_written(message: str) -> str:
+    """An evaluation error as the rule's author wrote the call: the runtime names the called
+    function when no overload takes the arguments (``matches`` on a number, from a hostile
+    object), and that name is ours after the rewrite. Such a message holds type names only,
+    so the swap cannot touch anything an object wrote."""
+    if message.startswith(_NO_OVERLOAD) and FUNCTION in message:
+        return message.replace(FUNCTION, _STANDARD)
+    return message
 
 
 def declaration() -> cel.FunctionDecl:
