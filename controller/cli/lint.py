@@ -98,6 +98,8 @@ def command(
     htc lint CONFIG.yaml [--format text|json|sarif|junit] [--strict] [--severity info]
 
     Infos (advice with nothing to fix) show with --severity info.
+
+    Compiled templates are kept between runs as for `htc validate` (HTC_TEMPLATE_CACHE).
     """
     loaded = load_located(config_path)
     if loaded.unreadable:
