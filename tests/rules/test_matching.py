@@ -231,6 +231,20 @@ def _quickstart() -> Any:
     return config.spec
 
 
+def test_a_long_pattern_is_answered_by_the_runtime_uncached() -> None:
+    """Patterns past the cache's length limit (only objects supply them) keep the runtime's
+    answers and errors, and are not kept."""
+    from controller.validation.rules import matching as module
+
+    long_ok, long_bad = "(?:a|b)" * 1000 + "c", "(" * 5000
+    ours, theirs = compile_expression("self.t.matches(self.p)"), _plain("self.t.matches(self.p)")
+    before = module._plan.cache_info().currsize
+    for pattern in (long_ok, long_bad):
+        for text in ("ab" * 600 + "c", "c", ""):
+            assert _outcome(ours, text, pattern) == _outcome(theirs, text, pattern)
+    assert module._plan.cache_info().currsize == before
+
+
 def test_a_long_text_looks_at_the_deadline() -> None:
     """In-process, a call on a long text stops once the deadline has passed, and the
     evaluation is void (``budget.execute`` reports the batch out of time)."""

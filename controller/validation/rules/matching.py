@@ -51,6 +51,11 @@ _MAX_PATTERN_MEMORY = 1 << 20
 compiled here (it goes to the runtime's ``matches``); a search whose automaton outgrows it
 continues in RE2's slower linear-time mode, with the same result."""
 
+_MAX_CACHED_PATTERN = 4096
+"""Characters of the longest pattern kept (a constant one is at most an expression long);
+a longer one, which only an object can supply, goes to the runtime's ``matches`` as
+before, so that the cache never holds large strings."""
+
 _LONG_TEXT = 256
 """Characters past which a call looks at the deadline first (``deadline.py``). Shorter
 texts cost about a microsecond each, no more than reading the clock; their number is bounded
@@ -110,6 +115,8 @@ def _plan(pattern: str) -> _Plan:
 def matches(text: str, pattern: str) -> bool:
     """The runtime's ``matches(text, pattern)``: RE2 partial match, same answers, same
     errors."""
+    if len(pattern) > _MAX_CACHED_PATTERN:
+        return _reference(text, pattern)
     plan = _plan(pattern)
     if plan.error is not None:
         raise ValueError(plan.error)
