@@ -275,12 +275,7 @@ _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _NULL = "tag:yaml.org,2002:null"
-_BOOL = "tag:yaml.org,2002:bool"
-_INT = "tag:yaml.org,2002:int"
-_SCALARS = frozenset({_BOOL, _INT, "tag:yaml.org,2002:float"})
-_SCALAR_NODE = yaml.ScalarNode
-_MAPPING_NODE = yaml.MappingNode
-_SEQUENCE_NODE = yaml.SequenceNode
+_SCALARS = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
 _INTERN_MAX = 32
 """As the store's ``freeze`` interns: short values repeat across objects."""
 
@@ -332,68 +327,36 @@ def _fast_read(text: str, frozen: bool) -> list[tuple[Any, dict[PathKey, int]]] 
     build_map: Any = FrozenDict if frozen else dict
     build_seq: Any = tuple if frozen else list
 
-    def scalar(node: Any) -> Any:
-        """A scalar that is not a plain string: null, the booleans and decimals manifests
-        write (``true``, ``80``) directly, anything else by the loader's constructor."""
-        tag = node.tag
-        if tag == _NULL:
-            return None
-        v = node.value
-        if tag == _BOOL:
-            if v == "true" or v == "false":
-                return v == "true"
-        elif tag == _INT:
-            if v.isdigit() and len(v) <= 18 and (v[0] != "0" or len(v) == 1):
-                return int(v)  # YAML 1.1 reads a leading 0 as octal: the constructor's
-        elif tag not in _SCALARS:
-            raise _Unsure
-        try:
-            return scalars[tag](loader, node)
-        except Exception:
-            raise _Unsure from None
-
     def value(node: Any) -> Any:
-        # Scalars are most nodes, and most of them strings: taken in the loops below, without
-        # a call each.
         cls = node.__class__
-        if cls is _MAPPING_NODE:
+        if cls is yaml.ScalarNode:
+            tag = node.tag
+            if tag == _STR:
+                v = node.value
+                return _intern(v) if frozen and len(v) <= _INTERN_MAX else v
+            if tag == _NULL:
+                return None
+            if tag not in _SCALARS:
+                raise _Unsure
+            try:
+                return scalars[tag](loader, node)
+            except Exception:
+                raise _Unsure from None
+        if cls is yaml.MappingNode:
             if node.tag != _MAP:
                 raise _Unsure
             pairs = node.value
             out: dict[str, Any] = {}
             for key_node, value_node in pairs:
-                if key_node.__class__ is not _SCALAR_NODE or key_node.tag != _STR:
+                if key_node.__class__ is not yaml.ScalarNode or key_node.tag != _STR:
                     raise _Unsure
                 key = key_node.value
-                if value_node.__class__ is _SCALAR_NODE:
-                    if value_node.tag == _STR:
-                        v = value_node.value
-                        item = _intern(v) if frozen and len(v) <= _INTERN_MAX else v
-                    else:
-                        item = scalar(value_node)
-                else:
-                    item = value(value_node)
-                out[_intern(key) if frozen else key] = item
+                out[_intern(key) if frozen else key] = value(value_node)
             if len(out) != len(pairs):
                 raise _Unsure  # a duplicate key: the careful reader says where
             return build_map(out)
-        if cls is _SEQUENCE_NODE and node.tag == _SEQ:
-            items: list[Any] = []
-            for item_node in node.value:
-                if item_node.__class__ is _SCALAR_NODE:
-                    if item_node.tag == _STR:
-                        v = item_node.value
-                        items.append(_intern(v) if frozen and len(v) <= _INTERN_MAX else v)
-                    else:
-                        items.append(scalar(item_node))
-                else:
-                    items.append(value(item_node))
-            return build_seq(items)
-        if cls is _SCALAR_NODE:
-            if node.tag == _STR:
-                v = node.value
-                return _intern(v) if frozen and len(v) <= _INTERN_MAX else v
-            return scalar(node)
+        if cls is yaml.SequenceNode and node.tag == _SEQ:
+            return build_seq([value(item) for item in node.value])
         raise _Unsure
 
     docs: list[tuple[Any, dict[PathKey, int]]] = []
