@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "finish",
+    "is_own_process",
     "own_process",
     "quiet_logs",
     "write_output",
@@ -81,6 +82,11 @@ def own_process() -> None:
     runners and programs that call a command in their own process never do."""
     global _OWN_PROCESS
     _OWN_PROCESS = True
+
+
+def is_own_process() -> bool:
+    """Whether :func:`own_process` was called."""
+    return _OWN_PROCESS
 
 
 def finish(code: int) -> NoReturn:
