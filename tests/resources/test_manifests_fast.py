@@ -118,4 +118,6 @@ def test_the_fast_loader_resolves_as_pyyaml() -> None:
     [(careful, _)], _ = read_documents(text, "x.yaml")
     assert fast[0][0] == careful and careful["k0"] is True and careful["k10"] == "Tcp"
     assert [type(v) for v in fast[0][0].values()] == [type(v) for v in careful.values()]
-    assert careful["k18"] == 8 and careful["k12"] is True and careful["k23"] == 12345678901234567890123
+    assert (
+        careful["k18"] == 8 and careful["k12"] is True and careful["k23"] == 12345678901234567890123
+    )
