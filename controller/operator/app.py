@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import os
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -542,6 +543,7 @@ class OperatorApp:
             self._deliver,
             label=f"w{self._watch_sets}",
             expected=expected,
+            held=functools.partial(_held, store),
         )
         self._stores[id(watch_set)] = store
         self._sets[id(watch_set)] = watch_set
@@ -808,6 +810,20 @@ class OperatorApp:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _held(store: Store, collection: str, body: Mapping[str, Any]) -> bool:
+    """Whether ``store`` holds this object at this resourceVersion (the same version of an
+    object is the same object). Called from kopf's threads; the store is locked for it."""
+    try:
+        version = body["metadata"]["resourceVersion"]
+        entry = store.collection(collection).entry(object_key(body))
+    except Exception:  # hostile input, or a collection gone meanwhile: not known
+        return False
+    if entry is None or not isinstance(version, str):
+        return False
+    meta = entry.obj.get("metadata")
+    return isinstance(meta, Mapping) and meta.get("resourceVersion") == version
 
 
 def _generation(body: dict[str, Any]) -> int | None:

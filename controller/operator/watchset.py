@@ -72,7 +72,8 @@ CONFIG_PLURAL = "haproxytemplateconfigs"
 class Delivery:
     """One thing a watch saw, handed to the controller's loop."""
 
-    what: Literal["apply", "delete", "config"]
+    what: Literal["apply", "delete", "config", "listed"]
+    """``listed``: kopf listed an object the store already holds as it is (only counted)."""
     collection: str
     """The collection name; empty for the config."""
     body: dict[str, Any]
@@ -175,6 +176,7 @@ class WatchSet:
         inactivity_timeout: float = 300.0,
         expected: Mapping[str, int] | None = None,
         quiet: float = 5.0,
+        held: Callable[[str, Mapping[str, Any]], bool] | None = None,
     ) -> None:
         self.connection = connection
         self.collections = dict(collections)
@@ -183,6 +185,10 @@ class WatchSet:
         self.label = label
         self.inactivity_timeout = inactivity_timeout
         self.quiet = quiet
+        self.held = held
+        """Called in kopf's thread: whether the store already holds this object at this
+        resourceVersion. kopf lists everything our own list just stored; such an object is
+        only counted, not copied, posted and compared again."""
         self.synced = asyncio.Event()
         self.failed: BaseException | None = None
         self._listings = {
@@ -279,7 +285,8 @@ class WatchSet:
             else:
                 self._listings[item.collection].saw(item.event)
             self._check_synced()
-        self.deliver(self, item)
+        if item.what != "listed":
+            self.deliver(self, item)
 
     def _registry(
         self, part: dict[str, WatchedResource], with_config: bool
@@ -334,7 +341,12 @@ class WatchSet:
         # A coroutine, not a plain function: kopf runs a plain handler in its thread pool, one
         # hop per object and event. This only copies the body and posts it to the controller's
         # loop, which never blocks kopf's own.
+        held = self.held
+
         async def event(type: str | None, body: kopf.Body, **_: Any) -> None:
+            if type is None and held is not None and held(name, _plain(body)):
+                self._post(Delivery("listed", name, {}))
+                return
             what: Literal["apply", "delete"] = "delete" if type == "DELETED" else "apply"
             self._post(Delivery(what, name, _plain(body), event=type))
 

@@ -60,17 +60,28 @@ async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
     assert spec is not None
     store = Store(spec.watched_resources)
     app.store = store
+    handovers = _handovers(app)  # the metrics are the process's: other tests counted too
     watch_set = await app._watch_filled(spec, store)
     try:
-        for _ in range(300):  # kopf's sync, then the handover list: bounded at 60 s
-            if app.metrics.sample("htc_resyncs_total", {"reason": "handover"}) >= 1:
-                break
-            await asyncio.sleep(0.2)
+        await _handed_over(app, handovers)
         names = _names(store)
         assert names == {"kept"}
         assert watch_set.synced.is_set()
     finally:
         await watch_set.stop()
+
+
+def _handovers(app: OperatorApp) -> float:
+    return app.metrics.sample("htc_resyncs_total", {"reason": "handover"})
+
+
+async def _handed_over(app: OperatorApp, before: float) -> None:
+    """Waits for kopf's sync and then the handover list of ``app``: bounded at 60 s."""
+    for _ in range(300):
+        if _handovers(app) > before:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("no handover list within 60 s")
 
 
 def _names(store: Store) -> set[str]:
@@ -100,6 +111,7 @@ async def test_a_change_delivered_while_a_relist_lists_is_not_undone(
     assert spec is not None
     store = Store(spec.watched_resources)
     app.store = store
+    handovers = _handovers(app)  # the metrics are the process's: other tests counted too
     watch_set = await app._watch_filled(spec, store)
     real_list = app._list_all
 
@@ -114,10 +126,7 @@ async def test_a_change_delivered_while_a_relist_lists_is_not_undone(
         return lists
 
     try:
-        for _ in range(300):  # kopf's sync, then the handover list: bounded at 60 s
-            if app.metrics.sample("htc_resyncs_total", {"reason": "handover"}) >= 1:
-                break
-            await asyncio.sleep(0.2)
+        await _handed_over(app, handovers)
         app._list_all = list_then_change  # type: ignore[method-assign]
         await app.relist("test", store)
         assert _label(store) == "after-the-list"
