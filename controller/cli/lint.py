@@ -99,7 +99,8 @@ def command(
 
     Infos (advice with nothing to fix) show with --severity info.
 
-    Compiled templates are kept between runs as for `htc validate` (HTC_TEMPLATE_CACHE).
+    Compiled templates and CEL rules are kept between runs as for `htc validate`
+    (HTC_TEMPLATE_CACHE).
     """
     loaded = load_located(config_path)
     if loaded.unreadable:

@@ -73,7 +73,8 @@ def command(
     \b
     htc render CONFIG.yaml --resources PATH [PATH...] --out DIR [--http NAME=FILE]
 
-    Compiled templates are kept between runs as for `htc validate` (HTC_TEMPLATE_CACHE).
+    Compiled templates and CEL rules are kept between runs as for `htc validate`
+    (HTC_TEMPLATE_CACHE).
     """
     config_path, *extra = paths
     try:

@@ -71,7 +71,8 @@ def command(
     \b
     htc test CONFIG.yaml [--filter NAME] [--format text|json|junit] [--workers N]
 
-    Compiled templates are kept between runs as for `htc validate` (HTC_TEMPLATE_CACHE).
+    Compiled templates and CEL rules are kept between runs as for `htc validate`
+    (HTC_TEMPLATE_CACHE).
     """
     quiet_logs()
     loaded = load_located(config_path)

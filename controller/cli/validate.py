@@ -139,8 +139,8 @@ def command(
     htc validate CONFIG.yaml --resources DIR [--format json] [--strict]
     htc validate --raw haproxy.cfg [--aux DIR] [--settings FILE] [--allow NAME]
 
-    Compiled templates are kept for the next run in ~/.cache/htc/templates, a folder only
-    you can write (HTC_TEMPLATE_CACHE: another folder, or off; docs/security.md).
+    Compiled templates and CEL rules are kept for the next run in ~/.cache/htc/templates, a
+    folder only you can write (HTC_TEMPLATE_CACHE: another folder, or off; docs/cli.md).
     """
     quiet_logs()
     if raw is not None:

@@ -218,13 +218,13 @@ def disk_description(env: Environment) -> str | None:
         return None
 
 
-_FINGERPRINT: str | None = None
+_FINGERPRINTS: dict[tuple[str, ...], str] = {}
 _FINGERPRINT_LOCK = threading.Lock()
 
 
-def _package_dirs() -> list[Path] | None:
+def _package_dirs(packages: tuple[str, ...]) -> list[Path] | None:
     dirs: list[Path] = []
-    for name in _FINGERPRINTED:
+    for name in packages:
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.submodule_search_locations:
             return None
@@ -232,13 +232,13 @@ def _package_dirs() -> list[Path] | None:
     return dirs
 
 
-def source_fingerprint() -> str | None:
-    """Digest of the source of every package that decides compiled code (once per process;
-    None when a package cannot be read, which turns the disk cache off)."""
-    global _FINGERPRINT
+def source_fingerprint(packages: tuple[str, ...] = _FINGERPRINTED) -> str | None:
+    """Digest of the source of every package that decides compiled code (once per process
+    and list; None when a package cannot be read, which turns the disk cache off)."""
     with _FINGERPRINT_LOCK:
-        if _FINGERPRINT is None:
-            dirs = _package_dirs()
+        found = _FINGERPRINTS.get(packages)
+        if found is None:
+            dirs = _package_dirs(packages)
             if dirs is None:
                 return None
             digest = hashlib.sha256()
@@ -254,8 +254,8 @@ def source_fingerprint() -> str | None:
                         digest.update(data)
             except OSError:
                 return None
-            _FINGERPRINT = digest.hexdigest()
-        return _FINGERPRINT
+            found = _FINGERPRINTS[packages] = digest.hexdigest()
+        return found
 
 
 # -- disk ------------------------------------------------------------------------------------
@@ -310,20 +310,35 @@ def _decode_refs(data: Any) -> TemplateRefs:
     return TemplateRefs(each(data[0]), each(data[1]))
 
 
+def seal(magic: bytes, version: int, payload: bytes) -> bytes:
+    """A disk entry: magic (what kind of entry), layout version, digest of the payload, the
+    payload. Shared by every cache kept in the folder (templates here, CEL rules in
+    ``controller.validation.rules.rulecache``), each with its own magic."""
+    return magic + bytes([version]) + hashlib.sha256(payload).digest() + payload
+
+
+def unseal(magic: bytes, version: int, data: bytes) -> bytes | None:
+    """The payload of an entry :func:`seal` wrote with this magic and version, or None."""
+    head = len(magic) + 1
+    if len(data) < head + _DIGEST or data[: len(magic)] != magic or data[len(magic)] != version:
+        return None
+    digest, payload = data[head : head + _DIGEST], data[head + _DIGEST :]
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
+
+
 def encode(key: str, compiled: Compiled) -> bytes:
-    """A disk entry: magic, format, digest of the payload, payload (marshal)."""
+    """A template entry: :func:`seal` of the key, code, references and free names (marshal)."""
     free = None if compiled.free is None else tuple(sorted(compiled.free))
     payload = marshal.dumps((key, compiled.code, _encode_refs(compiled.refs), free))
-    return _MAGIC + bytes([FORMAT]) + hashlib.sha256(payload).digest() + payload
+    return seal(_MAGIC, FORMAT, payload)
 
 
 def decode(key: str, data: bytes) -> Compiled | None:
     """The entry ``data`` read for ``key``, or None when it is not exactly that."""
-    head = len(_MAGIC) + 1
-    if len(data) < head + _DIGEST or data[: len(_MAGIC)] != _MAGIC or data[len(_MAGIC)] != FORMAT:
-        return None
-    digest, payload = data[head : head + _DIGEST], data[head + _DIGEST :]
-    if hashlib.sha256(payload).digest() != digest:
+    payload = unseal(_MAGIC, FORMAT, data)
+    if payload is None:
         return None
     try:
         value = marshal.loads(payload)
@@ -386,6 +401,15 @@ class DiskStore:
             self._fd = None
 
     def load(self, key: str) -> Compiled | None:
+        data = self.load_bytes(key)
+        return None if data is None else decode(key, data)
+
+    def store(self, key: str, compiled: Compiled) -> None:
+        self.store_bytes(key, encode(key, compiled))
+
+    def load_bytes(self, key: str) -> bytes | None:
+        """The content of entry ``key`` when it passes the checks of the module docstring
+        (the caller still checks what it holds)."""
         dfd = self._dir()
         if dfd is None:
             return None
@@ -409,13 +433,13 @@ class DiskStore:
             return None
         finally:
             os.close(fd)
-        return decode(key, data)
+        return data
 
-    def store(self, key: str, compiled: Compiled) -> None:
+    def store_bytes(self, key: str, data: bytes) -> None:
+        """``data`` as entry ``key``: written to a fresh private file, renamed into place."""
         dfd = self._dir()
         if dfd is None:
             return
-        data = encode(key, compiled)
         tmp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
         try:
             fd = os.open(

@@ -3,6 +3,10 @@ template, a snippet, a map with a ``when``) and a look at the cache folder."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 TEMPLATES = """\
@@ -47,3 +51,12 @@ def entries(cache: Path) -> dict[str, tuple[int, int]]:
     """Each entry's inode and change time: a second run that loaded rather than wrote leaves
     both as they were."""
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.iterdir()}
+
+
+def run_htc(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``htc`` as a user runs it (the console script), with ``env`` over this environment."""
+    htc = shutil.which("htc", path=str(Path(sys.executable).parent))
+    assert htc is not None
+    return subprocess.run(
+        [htc, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )

@@ -5,17 +5,15 @@ second loads them without compiling or writing anything, and says exactly the sa
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli.cache_kit import SERVICES, TEMPLATES, entries
+from tests.cli.cache_kit import run_htc as _htc
 
 CONFIG = (
     """\
@@ -55,14 +53,6 @@ kind: Service
 metadata: {name: api, namespace: default}
 spec: {ports: [{port: 9090}]}
 """
-
-
-def _htc(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    htc = shutil.which("htc", path=str(Path(sys.executable).parent))
-    assert htc is not None
-    return subprocess.run(
-        [htc, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
-    )
 
 
 def _args(command: str, tmp: Path, haproxy_bin: str) -> list[str]:

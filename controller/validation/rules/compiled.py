@@ -30,8 +30,9 @@ from controller.spec import (
     format_path,
 )
 from controller.validation.rules.cel import CompileError, Program
-from controller.validation.rules.classify import Analysis, analyse
+from controller.validation.rules.classify import Analysis
 from controller.validation.rules.refs import ANY, Refs
+from controller.validation.rules.rulecache import analysed
 
 __all__ = ["CompiledRule", "Locator", "Owner", "OwnerKind", "PathKey", "RuleSet"]
 
@@ -306,7 +307,7 @@ class _Builder:
 
     def _analyse(self, part: _Part) -> Analysis | None:
         try:
-            a = analyse(part.source)
+            a = analysed(part.source)  # compiled once per process, kept by commands
         except CompileError as exc:
             at = f" (at {exc.line}:{exc.column})" if exc.line is not None else ""
             self._report("E5001", part.path, f"{exc.message}{at}")
