@@ -6,10 +6,11 @@
 Writes N Ingresses, N Services and N EndpointSlices (the objects of ``bench/render.py``) as
 three YAML files into a temporary directory, then runs ``htc validate`` on the quickstart
 config over them in a fresh interpreter, ``--repeat`` times after one uncounted run that
-writes the bytecode cache (as an installed package has it) and the compiled templates (as any
-earlier run of the user's has, see ``controller.render.codecache``), both kept in the
-temporary directory. ``--templates off`` counts runs without the template cache, which
-compile every template as a first run does; ``--templates paired`` alternates both and
+writes the bytecode cache (as an installed package has it) and the compiled templates and
+CEL rules (as any earlier run of the user's has, see ``controller.render.codecache`` and
+``controller.validation.rules.rulecache``), both kept in the temporary directory.
+``--templates off`` counts runs without that cache, which compile every template and rule as
+a first run does; ``--templates paired`` alternates both and
 reports the CPU each pair saved.
 
 Reports the wall time of each run (``wallMs``: interpreter start, imports, loading, render,
@@ -20,7 +21,7 @@ medians, and the report's own timings (render, inline rules, each pipeline stage
 ``--steps`` runs it once more in a fresh interpreter (with the counted runs' caches) and
 reports the CPU time of each of its steps without a profiler (``steps``: interpreter start,
 imports, reading the config, reading the manifests, filling the store, building the engine
-with its lazy imports and compiled templates, rendering and running the stages in this
+with its lazy imports, compiled templates and rules, rendering and running the stages in this
 process, the children's share (haproxy, rule workers), the report, and the rest).
 
 ``--profile OUT`` runs the command once more in this process under cProfile and writes the
