@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from jinja2.runtime import Undefined
 
+from controller.render.select import rejectattr, selectattr
 from controller.resources import MISSING, FieldPath, FieldPathError, lookup, parse_path
 
 
@@ -374,4 +375,6 @@ FILTERS: Mapping[str, Callable[..., Any]] = {
     "sort_by": sort_by,
     "group_by": group_by,
     "ready_endpoints": ready_endpoints,
+    "selectattr": selectattr,
+    "rejectattr": rejectattr,
 }

@@ -104,7 +104,7 @@ def test_quickstart_server_lines_point_at_the_server_line_of_the_template() -> N
     s = quickstart_spec()
     template_lines = s.haproxy_config.template.splitlines()
     server_line = 1 + next(
-        i for i, t in enumerate(template_lines) if t.lstrip().startswith("server {{ endpoint")
+        i for i, t in enumerate(template_lines) if t.lstrip().startswith("server {{ ")
     )
     r = render_inputs(load_inputs(QUICKSTART / "config.yaml", [QUICKSTART / "resources"]))
     out = text(r).splitlines()
