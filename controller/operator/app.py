@@ -50,7 +50,7 @@ from controller.deploy import (
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability import METRICS, Metrics, get_logger
 from controller.operator.fleet_pods import DataplaneSettings, FleetPods
-from controller.operator.heap import release_free_memory
+from controller.operator.heap import limit_arenas, release_free_memory
 from controller.operator.ingress_status import IngressStatus
 from controller.operator.kube import KubeConnection, connect
 from controller.operator.leader import LeaderElector, LeaseSettings
@@ -261,6 +261,7 @@ class OperatorApp:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        limit_arenas()  # before kopf's threads: see heap.py
         if self.server is not None:
             await self.server.start()
         if self.webhook is not None:
@@ -483,21 +484,18 @@ class OperatorApp:
         removes it."""
         started = time.monotonic()
         try:
-            lists = await asyncio.to_thread(self._list_all, dict(spec.watched_resources))
+            counts, _ = await asyncio.to_thread(
+                self._list_into, store, dict(spec.watched_resources)
+            )
         except Exception as exc:
             self.metrics.api_errors.labels("list").inc()
             _log.warning(
                 "initial list failed; waiting for the watches' own lists", error=str(exc)[:300]
             )
             return None
-        await asyncio.to_thread(self._replace_all, store, lists)
         self.metrics.resyncs.labels("initial").inc()
-        _log.info(
-            "listed",
-            seconds=round(time.monotonic() - started, 3),
-            objects={name: len(items) for name, items in lists.items()},
-        )
-        return {name: len(items) for name, items in lists.items()}
+        _log.info("listed", seconds=round(time.monotonic() - started, 3), objects=counts)
+        return counts
 
     def _watch_handed_over(
         self, spec: HAProxyTemplateConfigSpec, store: Store, listed: dict[str, int]
@@ -726,10 +724,7 @@ class OperatorApp:
         touched: dict[str, set[ObjectKey]] = {name: set() for name in watched}
         self._touched[id(store)] = touched
         try:
-            lists = await asyncio.to_thread(self._list_all, watched)
-            if not any(store is s for s in (self.store, *self._stores.values())):
-                return 0  # its watch set was retired meanwhile
-            changes = await asyncio.to_thread(self._replace_all, store, lists, touched)
+            _, changes = await asyncio.to_thread(self._list_into, store, watched, touched)
         except Exception as exc:
             self.metrics.api_errors.labels("relist").inc()
             _log.warning("relist failed; the watches stay as they are", error=str(exc)[:300])
@@ -741,24 +736,34 @@ class OperatorApp:
         _log.info("relisted", why=why, changes=changes)
         return changes
 
-    def _replace_all(
+    def _list_into(
         self,
         store: Store,
-        lists: dict[str, list[dict[str, Any]]],
+        watched: dict[str, WatchedResource],
         touched: dict[str, set[ObjectKey]] | None = None,
-    ) -> int:
-        """Make each listed collection of ``store`` equal to its list; the number of changes.
+    ) -> tuple[dict[str, int], int]:
+        """List each collection and make ``store``'s equal to it, one collection at a time:
+        how many objects each list held, and how many changes the store made. ``touched``
+        (a relist): what the watches changed meanwhile, left alone (:meth:`relist`).
 
-        Runs in a thread: preparing 10,000 objects takes about a second per collection, and
-        on the event loop that would stall ``/healthz``, ``/metrics`` and the webhook (the
-        store is locked for writers, and its listeners are thread-safe, as kopf's deliveries
-        come from kopf's own thread too)."""
+        One at a time, so that one collection's raw list (not every collection's at once) is
+        in memory beside the store. Runs in a thread: preparing 10,000 objects takes about a
+        second per collection, and on the event loop that would stall ``/healthz``,
+        ``/metrics`` and the webhook (the store is locked for writers, and its listeners are
+        thread-safe, as kopf's deliveries come from kopf's own threads too)."""
+        counts: dict[str, int] = {}
         changes = 0
-        for name, items in lists.items():
+        for name, w in watched.items():
+            relisting = touched is not None
+            if relisting and not any(store is s for s in (self.store, *self._stores.values())):
+                break  # its watch set was retired meanwhile
+            items = self._list_all({name: w})[name]
             keep = touched.get(name, set()) if touched is not None else set()
             changes += len(store.replace(name, items, keep=keep))
+            counts[name] = len(items)
+            del items
             self.metrics.watched_objects.labels(name).set(len(store.collection(name)))
-        return changes
+        return counts, changes
 
     def _list_all(self, watched: dict[str, WatchedResource]) -> dict[str, list[dict[str, Any]]]:
         """Every watched collection as plain dicts, one list request each.

@@ -300,6 +300,10 @@ class WatchSet:
         # kopf keeps a task per object until it has been idle this long: short, so that the
         # startup burst's tens of thousands of tasks are gone soon after it.
         settings.queueing.idle_timeout = 0.5
+        # kopf's initial list in pages: a whole list of 10,000 objects parsed at once is a peak
+        # of hundreds of megabytes, and the few objects that outlive it (kopf's memory of each
+        # object) keep the allocator's arenas of that peak resident for good.
+        settings.watching.chunk_size = 500
         connection = self.connection
 
         @kopf.on.login(registry=registry)
