@@ -45,23 +45,8 @@ async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
             kube.plane.kubectl("delete", "service", "gone", "-n", kube.name)
             return super()._start_watch(spec, store, expected)
 
-    app = DeletingBetweenLists(
-        OperatorOptions(
-            namespace=kube.name,
-            config="quickstart",
-            kubeconfig=str(kube.plane.kubeconfig),
-            haproxy="/usr/sbin/haproxy",
-            status_addr=None,
-            work_dir=tmp_path / "run",
-            leader_election=False,
-        )
-    )
-    spec = app._spec_of(await app._read_config())
-    assert spec is not None
-    store = Store(spec.watched_resources)
-    app.store = store
-    handovers = _handovers(app)  # the metrics are the process's: other tests counted too
-    watch_set = await app._watch_filled(spec, store)
+    app = DeletingBetweenLists(_options(kube, tmp_path))
+    store, watch_set, handovers = await _watch_filled(app)
     try:
         await _handed_over(app, handovers)
         names = _names(store)
@@ -69,6 +54,29 @@ async def test_an_object_deleted_between_the_two_lists_leaves_the_store(
         assert watch_set.synced.is_set()
     finally:
         await watch_set.stop()
+
+
+def _options(kube: Namespace, tmp_path: Path) -> OperatorOptions:
+    return OperatorOptions(
+        namespace=kube.name,
+        config="quickstart",
+        kubeconfig=str(kube.plane.kubeconfig),
+        haproxy="/usr/sbin/haproxy",
+        status_addr=None,
+        work_dir=tmp_path / "run",
+        leader_election=False,
+    )
+
+
+async def _watch_filled(app: OperatorApp) -> tuple[Store, WatchSet, float]:
+    """The app's store filled by its own list and its watch set started, as ``start`` does;
+    also the handover count before (the metrics are the process's: other tests count too)."""
+    spec = app._spec_of(await app._read_config())
+    assert spec is not None
+    store = Store(spec.watched_resources)
+    app.store = store
+    handovers = _handovers(app)
+    return store, await app._watch_filled(spec, store), handovers
 
 
 def _handovers(app: OperatorApp) -> float:
@@ -96,23 +104,8 @@ async def test_a_change_delivered_while_a_relist_lists_is_not_undone(
     ever deliver that change again)."""
     kube.apply(yaml.safe_dump(config_doc(kube.name, free_port())))
     kube.apply(backend_manifests(kube.name, "web", NOBODY))
-    app = OperatorApp(
-        OperatorOptions(
-            namespace=kube.name,
-            config="quickstart",
-            kubeconfig=str(kube.plane.kubeconfig),
-            haproxy="/usr/sbin/haproxy",
-            status_addr=None,
-            work_dir=tmp_path / "run",
-            leader_election=False,
-        )
-    )
-    spec = app._spec_of(await app._read_config())
-    assert spec is not None
-    store = Store(spec.watched_resources)
-    app.store = store
-    handovers = _handovers(app)  # the metrics are the process's: other tests counted too
-    watch_set = await app._watch_filled(spec, store)
+    app = OperatorApp(_options(kube, tmp_path))
+    store, watch_set, handovers = await _watch_filled(app)
     real_list = app._list_all
 
     def list_then_change(watched: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
