@@ -34,6 +34,7 @@ from jinja2.utils import Namespace, _PassArg
 
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import metered_loop
+from controller.render.fragments import fragments
 from controller.render.grown import grow, mark_shared
 from controller.render.incremental import tracked_namespace
 from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
@@ -113,6 +114,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         )
         self.globals["range"] = bounded_range
         self.globals["namespace"] = tracked_namespace
+        self.globals["fragments"] = fragments
         # The stock filters that also have an async variant dispatch on every call (is the
         # environment async?); this one never is, so they are bound to the sync variant
         # directly — the same functions the dispatcher would call.

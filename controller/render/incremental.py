@@ -59,6 +59,7 @@ from controller.resources import CollectionView, StoreView
 __all__ = [
     "Read",
     "Recorder",
+    "Tokens",
     "TracingView",
     "current_recorder",
     "same_value",
@@ -92,10 +93,12 @@ class Recorder:
     the namespaces created while it was evaluated (``created``, see
     :func:`tracked_namespace`)."""
 
-    __slots__ = ("created", "module_chars", "modules", "reads", "used")
+    __slots__ = ("created", "module_chars", "modules", "reads", "tokens", "used")
 
     def __init__(self, *, track_namespaces: bool = False) -> None:
         self.reads: list[Read] = []
+        self.tokens: dict[str, object | None] = {}
+        """Each collection read → its content token when first read (see :func:`unchanged`)."""
         self.modules: dict[str, int] = {}
         self.used: dict[str, Any] = {}
         """For an output: the shared modules it imported (name → module object)."""
@@ -133,10 +136,14 @@ def tracked_namespace(*args: Any, **kwargs: Any) -> Namespace:
     return ns
 
 
-def _record(collection: str, op: str, args: tuple[Any, ...], answer: Any) -> None:
+def _record(
+    collection: str, token: object | None, op: str, args: tuple[Any, ...], answer: Any
+) -> None:
     rec = _RECORDER.get()
     if rec is not None:
         rec.reads.append((collection, op, args, answer))
+        if collection not in rec.tokens:
+            rec.tokens[collection] = token
 
 
 def _ask(view: CollectionView, op: str, args: tuple[Any, ...]) -> Any:
@@ -157,16 +164,32 @@ def _same_answer(old: Any, new: Any) -> bool:
     return False
 
 
-def unchanged(view: StoreView, reads: Sequence[Read]) -> bool:
-    """Would every recorded question get the very same answer from ``view``?"""
-    collections: dict[str, CollectionView] = {}
+Tokens = Mapping[str, object | None]
+"""Collection → the content token it had when the reads were made (:attr:`Recorder.tokens`)."""
+
+
+def unchanged(view: StoreView, reads: Sequence[Read], tokens: Tokens | None = None) -> bool:
+    """Would every recorded question get the very same answer from ``view``?
+
+    A collection whose content token (``content_token``: a snapshot's state, shared and never
+    written again) is the very object it was when the reads were made holds the very same
+    objects, so its questions are not asked again: at 10,000 Ingresses a render after one
+    changed Ingress would otherwise ask the EndpointSlices their 10,000 questions again."""
+    collections: dict[str, CollectionView | None] = {}
     for collection, op, args, answer in reads:
-        coll = collections.get(collection)
-        if coll is None:
+        coll = collections.get(collection, _UNSEEN)
+        if coll is _UNSEEN:
             try:
-                coll = collections[collection] = view.collection(collection)
+                coll = view.collection(collection)
             except Exception:
                 return False
+            if tokens is not None:
+                token = tokens.get(collection)
+                if token is not None and _token(coll) is token:
+                    coll = None  # the same content: every answer is the same
+            collections[collection] = coll
+        if coll is None:
+            continue
         try:
             now: Any = _ask(coll, op, args)
         except Exception as exc:
@@ -174,6 +197,14 @@ def unchanged(view: StoreView, reads: Sequence[Read]) -> bool:
         if not _same_answer(answer, now):
             return False
     return True
+
+
+_UNSEEN: Any = object()
+
+
+def _token(view: Any) -> object | None:
+    get = getattr(view, "content_token", None)
+    return get() if get is not None else None
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -190,19 +221,20 @@ def same_value(a: Any, b: Any) -> bool:
 class TracingCollection:
     """One collection of a render's view; every read is recorded (see module docs)."""
 
-    __slots__ = ("_view", "name")
+    __slots__ = ("_token", "_view", "name")
 
     def __init__(self, view: CollectionView) -> None:
         self._view = view
         self.name = view.name
+        self._token = _token(view)
 
     def _call(self, op: str, args: tuple[Any, ...]) -> Any:
         try:
             answer = _ask(self._view, op, args)
         except Exception as exc:
-            _record(self.name, op, args, _Raised(exc))
+            _record(self.name, self._token, op, args, _Raised(exc))
             raise
-        _record(self.name, op, args, answer)
+        _record(self.name, self._token, op, args, answer)
         return answer
 
     @property

@@ -50,6 +50,7 @@ from controller.render.graph import (
 from controller.render.incremental import (
     Read,
     Recorder,
+    Tokens,
     TracingView,
     current_recorder,
     same_value,
@@ -168,6 +169,8 @@ class _Kept:
     """The shared modules it imported (name, module): it is kept only while this render's
     modules are the very same objects (not re-evaluated, or evaluated again to the same
     exports, see :mod:`controller.render.sameness`)."""
+    tokens: Tokens = field(default_factory=dict)
+    """The content tokens of the collections it read (see :func:`.incremental.unchanged`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,6 +605,7 @@ class Renderer:
                             meter.used_chars - before - recorder.module_chars,
                             tuple(recorder.modules.items()),
                             tuple(recorder.used.items()),
+                            recorder.tokens,
                         )
                 except BudgetExceeded as exc:
                     diag = render_error(exc, output_path=d.path, fallback_template=name)
@@ -686,7 +690,7 @@ class Renderer:
                 a[0] != b[0] or (a[1] is not b[1] and a[1] != b[1])
                 for a, b in zip(kept.deps, dep_texts, strict=True)
             )
-            or not unchanged(view, kept.reads)
+            or not unchanged(view, kept.reads, kept.tokens)
             or not all(self._module_now(m, ctx) is module for m, module in kept.used)
         ):
             return None

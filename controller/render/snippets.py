@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jinja2 import BaseLoader, Template, TemplateNotFound
@@ -36,7 +36,14 @@ from controller.render.budget import BudgetExceeded
 from controller.render.budget import current as current_meter
 from controller.render.context import Resources
 from controller.render.grown import mark_shared
-from controller.render.incremental import Read, Recorder, TracingView, current_recorder, unchanged
+from controller.render.incremental import (
+    Read,
+    Recorder,
+    Tokens,
+    TracingView,
+    current_recorder,
+    unchanged,
+)
 from controller.render.sameness import same_module
 
 SHARED_NAMES = frozenset({"resources", "http", "extraContext", "path_for"})
@@ -53,7 +60,7 @@ class SharedModule:
     """What evaluating it charged the size budget."""
     http: Any
     extra: Any
-    namespaces: tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]
+    namespaces: Namespaces
     """Its exported namespaces and their attributes when it was built: a later output may
     assign to them, and a changed module must not be reused."""
     context: Context
@@ -66,21 +73,29 @@ class SharedModule:
     own_chars: int = 0
     """What evaluating it charged the size budget, less the modules it imported that were
     first obtained in that render (those are charged as they are obtained)."""
+    tokens: Tokens = field(default_factory=dict)
+    """The content tokens of the collections it read (see :func:`.incremental.unchanged`)."""
 
     def intact(self) -> bool:
-        for ns, attrs in self.namespaces:
-            now = object.__getattribute__(ns, "_Namespace__attrs")
-            if len(now) != len(attrs) or any(now.get(k, _GONE) is not v for k, v in attrs):
-                return False
-        return True
+        return intact(self.namespaces)
 
+
+Namespaces = tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]
+"""Namespaces and their attributes when an evaluation ended (see :func:`namespaces_of`)."""
 
 _GONE = object()
 
 
-def _namespaces(
-    created: list[Namespace],
-) -> tuple[tuple[Namespace, tuple[tuple[str, Any], ...]], ...]:
+def intact(namespaces: Namespaces) -> bool:
+    """Has no template assigned to any of ``namespaces`` since they were recorded?"""
+    for ns, attrs in namespaces:
+        now = object.__getattribute__(ns, "_Namespace__attrs")
+        if len(now) != len(attrs) or any(now.get(k, _GONE) is not v for k, v in attrs):
+            return False
+    return True
+
+
+def namespaces_of(created: list[Namespace]) -> Namespaces:
     """The namespaces a module's evaluation created and left alive (every one its exports
     can reach, see :func:`~controller.render.incremental.tracked_namespace`), each with its
     attributes now. A grown list held by one is marked shared, so a later append copies it
@@ -101,6 +116,8 @@ class SnippetTemplate(Template):
     _memo: SharedModule | None = None
     """The module the latest render built (see :mod:`controller.render.incremental`)."""
     keep: bool = True
+    _sites: dict[str, Any] | None = None
+    """``fragments()`` of this snippet: item name → the latest call (see :mod:`.fragments`)."""
     """False once a template assigned to one of its namespaces: then it is never reused
     across renders again (a render in another thread could see the assignment)."""
 
@@ -177,7 +194,7 @@ class SnippetTemplate(Template):
             and memo.http is http
             and memo.extra is extra
             and memo.intact()
-            and unchanged(raw, memo.reads)
+            and unchanged(raw, memo.reads, memo.tokens)
             and self._same_imports(memo.used, vars)
         ):
             if meter is not None and self.name not in scope._charged:
@@ -214,7 +231,16 @@ class SnippetTemplate(Template):
             # Evaluated again to the very same exports: the old module stays, so outputs
             # that imported it can be kept (see controller.render.sameness).
             found = SharedModule(
-                memo.module, reads, chars, http, extra, memo.namespaces, memo.context, used, own
+                memo.module,
+                reads,
+                chars,
+                http,
+                extra,
+                memo.namespaces,
+                memo.context,
+                used,
+                own,
+                recorder.tokens,
             )
         else:
             found = SharedModule(
@@ -223,10 +249,11 @@ class SnippetTemplate(Template):
                 chars,
                 http,
                 extra,
-                _namespaces(recorder.namespaces()),
+                namespaces_of(recorder.namespaces()),
                 context,
                 used,
                 own,
+                recorder.tokens,
             )
         if raw is not None and self.keep:
             self._memo = found

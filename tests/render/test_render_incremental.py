@@ -75,6 +75,30 @@ FEATURES: dict[str, Any] = {
                 "{% else %}\n{% set label %}a{% endset %}{% endif %}"
             )
         },
+        # fragments(): one evaluation per Ingress, kept while the Ingress, the arguments, its
+        # reads and the shared modules it imports (none that an output changes) are the same. It exports a namespace (an
+        # output assigns to it), a list, and text; it fails for the Ingress named "broken".
+        "per-ing": {
+            "template": (
+                "{% import 'wrap' as w with context %}{% import 'quirks' as q with context %}"
+                "{% set hosts = ing.spec.rules | default([]) | map(attribute='host') | list %}"
+                "{% set acc = namespace(n=hosts | length) %}"
+                "{% call w.box(ing.metadata.name) %}{{ hosts | length }}\n{% endcall %}"
+                "{% set svc = ing.spec.rules[0].http.paths[0].backend.service.name %}"
+                "ing {{ ing.metadata.name if ing.metadata.name != 'broken' else ing.nothere.x }}"
+                " {{ hosts | join(',') }} {{ tag }} {{ q.one }}\n"
+                "{% for f in fragments('per-svc', resources.services.fetch('default', svc), "
+                "'s', port=port) %}{{ f }}{% endfor %}"
+            )
+        },
+        # nested in per-ing; reads the store through its own recorder
+        "per-svc": {
+            "template": (
+                "{% set eps = resources.endpointslices.fetch('default', s.metadata.name) %}"
+                "{% set n = eps | map(attribute='endpoints') | map('length') | sum %}"
+                "    svc {{ s.metadata.name }} {{ s.spec.ports[0].port }}/{{ port }} {{ n }}\n"
+            )
+        },
         "wrap": {
             "template": (
                 "{% macro box(title) %}# {{ title }}\n{{ caller() }}# end {{ title }}\n"
@@ -130,6 +154,17 @@ FEATURES: dict[str, Any] = {
             "template": (
                 "{% import 'quirks' as q with context %}"
                 "{{ q.label }} {{ q.one }} {{ q.pair[0] is sameas q.pair[1] }}\n"
+            )
+        },
+        "frag.map": {
+            "template": (
+                "{% set fs = fragments('per-ing', resources.ingresses.list(), 'ing', "
+                "tag='t' ~ (extraContext.port | default(0)), port=extraContext.port | default(0)) %}"
+                "{% for f in fs %}{{ f }}{{ f.hosts | length }} {{ f.acc.n }}\n{% endfor %}"
+                "{% if fs %}{% set grab = fs[0].acc %}{% set grab.n = grab.n + 1 %}"
+                "grabbed {{ grab.n }}\n{% endif %}"
+                "{% for f in fragments('per-svc', resources.services.list(), 's', port=1) %}"
+                "{{ f.n }} {{ f }}{% endfor %}"
             )
         },
         "late.map": {

@@ -1,0 +1,260 @@
+"""Fragments: a snippet evaluated once per item, each evaluation kept while nothing it read changed.
+
+``fragments('ingress-routes', ours.items, 'ing', tls_hosts=tls_hosts)`` evaluates the snippet
+``ingress-routes`` once for every item and returns one :class:`Fragment` per item, in order:
+the names its top level set (``f.routes``) and the text it rendered (``{{ f }}``, with its
+template locations, so the source map stays exact).
+
+Each evaluation runs in a context of its own that holds only the render-wide names
+(``resources``, ``http``, ``extraContext``, ``path_for``), the environment's globals, the item
+(under the given name) and the keyword arguments — never the caller's variables. So its result
+is a function of those and of what it read through the store view (recorded, see
+:mod:`controller.render.incremental`) and of the shared modules it imported. A later render
+reuses an item's fragment when
+
+* the item is the very same object (stored objects are frozen, and a snapshot shares every
+  unchanged one with the one before; a fragment that is kept is itself the same object, so
+  fragments of fragments keep too);
+* the keyword arguments are equal as templates can tell (same types and values, keys in the
+  same order) to the previous call's, and ``http`` and ``extraContext`` are the same objects
+  (the renderer keeps the previous ones while they are equal). They are compared once per
+  call, not per item: a changed argument evaluates every item again, so pass what rarely
+  changes;
+* every recorded read gets the same answer, every imported shared module is the very same
+  object, and no namespace it created was assigned to since.
+
+At 10,000 Ingresses this is what makes a render after one changed Ingress cost that Ingress
+and a pass over the rest, instead of a full render (``bench/render.py``). The outcome is
+proven byte for byte by ``tests/render/test_render_incremental.py``: random sequences of
+changes, each render compared with a full render by a fresh renderer.
+
+Failures are never kept. A kept fragment charges the size budget what evaluating it charged;
+its reads, imports and namespaces count as the caller's, so an output or module that called
+``fragments`` is kept or evaluated again exactly as if it had done the work itself. The cache
+holds the fragments of the latest call only, one per item.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jinja2 import pass_context
+from jinja2.runtime import Context
+
+from controller.diagnostics import TemplateLocation
+from controller.render.budget import current as current_meter
+from controller.render.context import CURRENT
+from controller.render.grown import GrownList
+from controller.render.incremental import (
+    Read,
+    Recorder,
+    Tokens,
+    TracingView,
+    current_recorder,
+    unchanged,
+)
+from controller.render.snippets import (
+    SHARED_NAMES,
+    Namespaces,
+    SnippetLoader,
+    SnippetTemplate,
+    intact,
+    namespaces_of,
+)
+from controller.render.trace import Traced
+
+__all__ = ["Fragment", "fragments", "same_argument"]
+
+
+class Fragment:
+    """One item's evaluation: its exported names as attributes, its text as ``str()``."""
+
+    def __init__(self, exports: Mapping[str, Any], text: Traced) -> None:
+        self.__dict__.update(exports)
+        self.__dict__["_text"] = text  # templates cannot reach names starting with "_"
+
+    def __str__(self) -> str:
+        text: Traced = self.__dict__["_text"]
+        return text
+
+    def __repr__(self) -> str:
+        names = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
+        return f"<fragment {names}>"
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    item: Any
+    call: object
+    """The call-arguments token it was evaluated under (see :class:`_Site`)."""
+    fragment: Fragment
+    reads: tuple[Read, ...]
+    tokens: Tokens
+    used: tuple[tuple[str, Any], ...]
+    modules: tuple[tuple[str, int], ...]
+    namespaces: Namespaces
+    chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Site:
+    """The latest call of one snippet under one item name: its arguments and fragments."""
+
+    args: dict[str, Any]
+    http: Any
+    extra: Any
+    call: object
+    """A new object whenever the arguments (or ``http``, ``extraContext``) differ."""
+    entries: dict[int, _Entry]
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None), bytes, TemplateLocation})
+_SEQUENCES = frozenset({list, tuple, GrownList})
+
+
+def same_argument(a: Any, b: Any) -> bool:
+    """Equal as templates can tell: same types (``1``, ``1.0`` and ``True`` print
+    differently), values and key order; anything else only when it is the same object."""
+    if a is b:
+        return True
+    tp = type(a)
+    if tp is not type(b):
+        return False
+    try:
+        if tp in _SCALARS:
+            return bool(a == b)
+        if tp in _SEQUENCES:
+            return len(a) == len(b) and all(map(same_argument, a, b))
+        if tp is dict:
+            return len(a) == len(b) and all(
+                type(ka) is type(kb) and ka == kb and same_argument(va, vb)
+                for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
+            )
+    except RecursionError:
+        return False
+    return False
+
+
+@pass_context
+def fragments(
+    context: Context, snippet: str, items: Iterable[Any], name: str, **args: Any
+) -> list[Fragment]:
+    """The ``fragments()`` templates call (see the module docs)."""
+    loader = context.environment.loader
+    templates = loader.templates if isinstance(loader, SnippetLoader) else {}
+    template = templates.get(snippet)
+    if not isinstance(template, SnippetTemplate):
+        raise LookupError(f"fragments(): no snippet named {snippet!r}")
+    if not isinstance(name, str) or not name.isidentifier() or name in SHARED_NAMES:
+        raise ValueError(
+            f"fragments(): the item's name must be a name other than {sorted(SHARED_NAMES)}"
+        )
+    clash = sorted(SHARED_NAMES.intersection(args) | ({name} & set(args)))
+    if clash:
+        raise ValueError(f"fragments(): an argument may not be named {clash[0]!r}")
+    scope = CURRENT.get()
+    if scope is None:
+        raise RuntimeError("fragments() is only available while rendering")
+    base = scope._base
+    view = scope._view
+    raw = view.raw if isinstance(view, TracingView) else None
+    http, extra = base.get("http"), base.get("extraContext")
+
+    sites = template._sites
+    if sites is None:
+        sites = template._sites = {}
+    site: _Site | None = sites.get(name)
+    if (
+        site is None
+        or site.http is not http
+        or site.extra is not extra
+        or not same_argument(site.args, args)
+    ):
+        site = _Site(args, http, extra, object(), site.entries if site is not None else {})
+    call = site.call
+    variables = {**template.globals, **base, **args}
+    meter = current_meter().get()
+    parent = current_recorder().get()
+    modules_now: dict[str, Any] = {}
+    tokens_now: dict[str, object | None] = {}
+
+    def module_now(module: str) -> Any:
+        if module not in modules_now:
+            dep = templates.get(module)
+            modules_now[module] = (
+                dep.make_module(variables, True) if isinstance(dep, SnippetTemplate) else None
+            )
+        return modules_now[module]
+
+    def token_now(collection: str) -> object | None:
+        if collection not in tokens_now:
+            try:
+                coll = raw.collection(collection) if raw is not None else None
+                get = getattr(coll, "content_token", None)
+                tokens_now[collection] = get() if get is not None else None
+            except Exception:
+                tokens_now[collection] = None
+        return tokens_now[collection]
+
+    entries: dict[int, _Entry] = {}
+    out: list[Fragment] = []
+    for item in items:
+        entry = site.entries.get(id(item))
+        if (
+            entry is not None
+            and entry.item is item
+            and entry.call is call
+            and raw is not None
+            and intact(entry.namespaces)
+            and unchanged(raw, entry.reads, entry.tokens)
+            and all(module_now(m) is module for m, module in entry.used)
+        ):
+            if meter is not None:
+                meter.charge(entry.chars)
+            now = {c: token_now(c) for c in entry.tokens}
+            if any(now[c] is not t for c, t in entry.tokens.items()):
+                entry = replace(entry, tokens=now)  # checked against this content now
+        else:
+            entry = _evaluate(template, variables, name, item, call)
+        entries[id(item)] = entry
+        out.append(entry.fragment)
+        if parent is not None:
+            parent.reads.extend(entry.reads)
+            for c in entry.tokens:
+                parent.tokens.setdefault(c, token_now(c))
+            parent.used.update(entry.used)
+            parent.modules.update(entry.modules)
+            if parent.created is not None:
+                parent.created.extend(weakref.ref(ns) for ns, _ in entry.namespaces)
+    sites[name] = _Site(site.args, http, extra, call, entries)
+    return out
+
+
+def _evaluate(
+    template: SnippetTemplate, variables: dict[str, Any], name: str, item: Any, call: object
+) -> _Entry:
+    meter = current_meter().get()
+    recorder = Recorder(track_namespaces=True)
+    token = current_recorder().set(recorder)
+    before = meter.used_chars if meter is not None else 0
+    try:
+        context = template.new_context({**variables, name: item}, True)
+        body = list(template.root_render_func(context))
+    finally:
+        current_recorder().reset(token)
+    chars = (meter.used_chars - before) if meter is not None else 0
+    fragment = Fragment(context.get_exported(), Traced("".join(body), body))
+    return _Entry(
+        item,
+        call,
+        fragment,
+        tuple(recorder.reads),
+        recorder.tokens,
+        tuple(recorder.used.items()),
+        tuple(recorder.modules.items()),
+        namespaces_of(recorder.namespaces()),
+        chars - recorder.module_chars,
+    )

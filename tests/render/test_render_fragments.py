@@ -1,0 +1,178 @@
+"""``fragments()``: one snippet evaluation per item, kept across renders while nothing it read
+changed (controller.render.fragments). Byte identity with a full render over random changes
+is proven in test_render_incremental.py; these pin the rest: what is evaluated again, what a
+template sees, errors, source map and budgets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.render import Renderer
+from controller.render.fragments import same_argument
+from controller.resources import Store
+from tests.render.render_kit import ingress, service, spec, text
+
+PER_SVC = "{% set port = s.spec.ports[0].port %}svc {{ s.metadata.name }} {{ port }} {{ tag }}\n"
+CONFIG = (
+    "{% set fs = fragments('per-svc', resources.services.list(), 's', tag=extraContext.tag) %}"
+    "{% for f in fs %}{{ f }}{% endfor %}"
+    "sum {{ fs | map(attribute='port') | sum }}\n"
+)
+
+
+def _setup(config: str = CONFIG, snippets: dict[str, str] | None = None) -> tuple[Any, Store]:
+    s = spec(config, snippets=snippets or {"per-svc": PER_SVC}, extra={"tag": "a"})
+    store = Store.from_spec(s)
+    for i in range(3):
+        store.apply("services", service(f"svc-{i}", 80 + i))
+    return s, store
+
+
+def _count_evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fragment evaluation, by the item's name (wraps the real evaluation)."""
+    import controller.render.fragments as mod
+
+    seen: list[str] = []
+    real = mod._evaluate
+
+    def counting(template: Any, variables: Any, name: str, item: Any, call: object) -> Any:
+        seen.append(item["metadata"]["name"])
+        return real(template, variables, name, item, call)
+
+    monkeypatch.setattr(mod, "_evaluate", counting)
+    return seen
+
+
+def test_fragments_export_names_and_text() -> None:
+    s, store = _setup()
+    out = text(Renderer(s).render(store.snapshot()))
+    assert out == "svc svc-0 80 a\nsvc svc-1 81 a\nsvc svc-2 82 a\nsum 243\n"
+
+
+def test_only_changed_items_are_evaluated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    s, store = _setup()
+    seen = _count_evaluations(monkeypatch)
+    r = Renderer(s)
+    r.render(store.snapshot())
+    assert sorted(seen) == ["svc-0", "svc-1", "svc-2"]
+    seen.clear()
+    store.apply("services", service("svc-1", 91))
+    out = text(r.render(store.snapshot()))
+    assert seen == ["svc-1"]
+    assert "svc svc-1 91 a\n" in out
+    seen.clear()
+    store.apply("ingresses", ingress("web", "a.test"))  # read by no fragment
+    r.render(store.snapshot())
+    assert seen == []
+
+
+def test_a_changed_argument_evaluates_every_item_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    s, store = _setup()
+    seen = _count_evaluations(monkeypatch)
+    r = Renderer(s)
+    r.render(store.snapshot())
+    seen.clear()
+    out = text(r.render(store.snapshot(), extra_context={"tag": "b"}))
+    assert sorted(seen) == ["svc-0", "svc-1", "svc-2"]
+    assert out.count(" b\n") == 3
+
+
+def test_a_store_read_inside_a_fragment_is_tracked(monkeypatch: pytest.MonkeyPatch) -> None:
+    per_svc = (
+        "{% set other = resources.services.get_single('default', 'svc-0') %}"
+        "{{ s.metadata.name }} sees {{ other.spec.ports[0].port }}\n"
+    )
+    s, store = _setup(
+        "{% for f in fragments('per-svc', resources.services.list(), 's') %}{{ f }}{% endfor %}",
+        {"per-svc": per_svc},
+    )
+    seen = _count_evaluations(monkeypatch)
+    r = Renderer(s)
+    r.render(store.snapshot())
+    seen.clear()
+    store.apply("services", service("svc-0", 99))
+    out = text(r.render(store.snapshot()))
+    assert sorted(seen) == ["svc-0", "svc-1", "svc-2"]  # every one read svc-0
+    assert out.count("sees 99\n") == 3
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("fragments('nothere', [], 'x')", "no snippet named 'nothere'"),
+        ("fragments('per-svc', [], 'resources')", "the item's name must be a name"),
+        ("fragments('per-svc', [], 'not a name')", "the item's name must be a name"),
+        ("fragments('per-svc', [], 's', http=1)", "may not be named 'http'"),
+        ("fragments('per-svc', [], 's', s=1)", "may not be named 's'"),
+    ],
+)
+def test_bad_calls_are_render_errors(call: str, message: str) -> None:
+    s, store = _setup("{{ " + call + " }}\n")
+    result = Renderer(s).render(store.snapshot())
+    assert not result.ok
+    assert any(message in d.message for d in result.diagnostics), result.diagnostics
+
+
+def test_an_error_inside_a_fragment_names_the_snippet_line_and_is_not_kept() -> None:
+    per_svc = "ok {{ s.metadata.name }}\n{{ s.nothere if s.metadata.name == 'svc-1' else '' }}\n"
+    s, store = _setup(
+        "{% for f in fragments('per-svc', resources.services.list(), 's') %}{{ f }}{% endfor %}",
+        {"per-svc": per_svc},
+    )
+    r = Renderer(s)
+    for _ in range(2):  # the second render fails the same way: failures are never kept
+        result = r.render(store.snapshot())
+        errors = [d for d in result.diagnostics if d.severity == "error"]
+        assert errors, result.diagnostics
+        where = errors[0].template_location
+        assert where is not None and (where.template, where.line) == ("per-svc", 2)
+
+
+def test_the_source_map_points_into_the_snippet() -> None:
+    per_svc = "# {{ s.metadata.name }}\nserver {{ s.spec.ports[0].port }}\n"
+    s, store = _setup(
+        "global\n{% for f in fragments('per-svc', resources.services.list(), 's') %}"
+        "{{ f }}{% endfor %}",
+        {"per-svc": per_svc},
+    )
+    r = Renderer(s)
+    for _ in range(2):  # evaluated, then kept
+        result = r.render(store.snapshot())
+        lines = result.source_map.lines["haproxy.cfg"]
+        where = [(loc.template, loc.line) if loc else None for loc in lines]
+        assert where == [("haproxy.cfg", 1)] + [("per-svc", 1), ("per-svc", 2)] * 3
+
+
+def test_a_kept_fragment_charges_the_size_budget_as_evaluated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen = _count_evaluations(monkeypatch)
+
+    def fits(limit: int, incremental: bool) -> bool:
+        s, store = _setup(CONFIG + "{{ resources.ingresses | length }} ingresses\n")
+        render = s.render.model_copy(update={"max_output_bytes": limit})
+        r = Renderer(s.model_copy(update={"render": render}))
+        if incremental:
+            r.render(store.snapshot())
+        seen.clear()
+        store.apply("ingresses", ingress("web", "a.test"))  # the output renders again
+        ok = r.render(store.snapshot()).ok
+        if incremental and ok:
+            assert seen == []  # every fragment was kept, and charged as evaluated
+        return ok
+
+    sizes = range(40, 260, 4)
+    assert [fits(n, False) for n in sizes] == [fits(n, True) for n in sizes]
+    assert any(fits(n, False) for n in sizes) and not all(fits(n, False) for n in sizes)
+
+
+def test_same_argument_tells_apart_what_templates_can() -> None:
+    assert same_argument({"a": [1, "x"]}, {"a": [1, "x"]})
+    assert not same_argument(1, True)
+    assert not same_argument(1, 1.0)
+    assert not same_argument({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not same_argument([1], (1,))
+    assert not same_argument(object(), object())
+    assert same_argument(float("inf"), float("inf"))
