@@ -1,6 +1,6 @@
 """Admission latency: AdmissionReviews posted over HTTPS, as the API server sends them.
 
-    python bench/admission.py --ingresses 1000 --concurrency 150 [--haproxy BIN] --json
+    python bench/admission.py --ingresses 1000 --concurrency 150 [--haproxy BIN] [--slots N] --json
 
 The webhook server of ``htc run`` (the same ``WebhookServer`` and ``AdmissionJudge``) runs in
 this process over a store of N Ingresses, Services and EndpointSlices (the pipeline benchmark's
@@ -14,6 +14,11 @@ objects) with the quickstart library. Figures:
   class), one at a time: the output checksum is unchanged, so the stages that judge the bytes
   answer from the cache and only the rules stage judges the new object (of 50 samples,
   the p99 is the slowest);
+- ``transportP50Ms``: a review of a kind this controller does not judge, answered without a
+  render: what HTTPS, aiohttp and JSON cost every answer;
+- ``runSlots``: judgements in flight at once (``--slots``, by default the CPUs this process may
+  use, as in ``htc run``); ``droppedRuns``: queued judgements of the burst dropped unstarted
+  because their requests had been answered (denied) by the deadline;
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median); ``cores``;
   ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
   concurrent burst.
@@ -36,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import ssl
 import statistics
 import subprocess
@@ -152,19 +158,21 @@ def kubectl_applies(
     }
 
 
-async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[str, Any]:
+async def measure(
+    n: int, concurrency: int, haproxy: str, applies: int, slots: int | None = None
+) -> dict[str, Any]:
     doc = yaml.safe_load(QUICKSTART.read_text())
     doc["spec"]["watchedResources"]["ingresses"]["admission"] = True
     spec = parse_config(doc)[0].spec  # type: ignore[union-attr]
     store = Store(spec.watched_resources)
     _fill(store, objects(n), spec.watched_resources)
     engine = default_engine(haproxy)(spec)
-    judge = AdmissionJudge(
+    judge = AdmissionJudge(  # run slots as htc run has them: the CPUs this process may use
         engine=lambda: engine,
         view=store.snapshot,
         baseline_valid=lambda: True,
         engine_factory=default_engine(haproxy),
-        concurrency=max(2, os.cpu_count() or 2),
+        concurrency=slots,
     )
     work = Path(tempfile.mkdtemp(prefix="htc-bench-adm-"))
     ca, cert, key = serving_certs(work)
@@ -197,6 +205,14 @@ async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[
                 ms, ok = await post(session, url, review(f"u{k}", "CREATE", other, None))
                 assert ok
                 unchanged.append(ms)
+            # HTTPS, aiohttp and JSON alone: a kind this controller does not judge is answered
+            # without a render, so this is what every answer pays before any judgement.
+            transport = []
+            for k in range(50):
+                other = {**ingress(k), "apiVersion": "example.com/v1", "kind": "Unjudged"}
+                ms, ok = await post(session, url, review(f"t{k}", "CREATE", other, None))
+                assert ok
+                transport.append(ms)
             through_api: dict[str, Any] = {}
             if applies > 0:
                 base = f"https://127.0.0.1:{server.port}"
@@ -241,6 +257,9 @@ async def measure(n: int, concurrency: int, haproxy: str, applies: int) -> dict[
         "concurrentP50Ms": pct(concurrent, 0.5),
         "concurrentP99Ms": pct(concurrent, 0.99),
         "concurrentDenied": concurrent_denied,
+        "runSlots": judge.slots.size,
+        "droppedRuns": judge.dropped,
+        "transportP50Ms": pct(transport, 0.5),
         "unchangedP50Ms": pct(unchanged, 0.5),
         "unchangedP99Ms": pct(unchanged, 0.99),
         "haproxyMs": round(hms, 1),
@@ -262,10 +281,20 @@ def main() -> int:
         default=20,
         help="kubectl applies through the real API server, per setting (0: none)",
     )
+    parser.add_argument(
+        "--slots", type=int, default=None, help="judgements in flight (default: the CPUs)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    haproxy = shutil.which(args.haproxy) or args.haproxy
     result = asyncio.run(
-        measure(args.ingresses, args.concurrency, args.haproxy, args.kubectl_applies)
+        measure(
+            args.ingresses,
+            args.concurrency,
+            str(Path(haproxy).resolve()),  # haproxy -c runs in a directory of its own
+            args.kubectl_applies,
+            args.slots,
+        )
     )
     print(json.dumps(result, indent=None if args.json else 2))
     return 0

@@ -34,7 +34,7 @@ from jinja2.utils import Namespace, _PassArg
 
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import metered_loop
-from controller.render.fragments import fragments
+from controller.render.fragments import Fragment, fragments
 from controller.render.grown import grow, mark_shared
 from controller.render.incremental import tracked_namespace
 from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
@@ -168,7 +168,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
     def getattr(self, obj: Any, attribute: str) -> Any | Undefined:
         """Jinja2's sandboxed ``getattr`` with the same outcomes, minus repeated work.
 
-        Stored objects and namespaces go straight to their data. For everything else the
+        Stored objects, namespaces and fragments go straight to their data. For everything else the
         safety verdict is cached per (type, attribute): every check the immutable sandbox
         makes (private names, internal attributes of functions, frames, generators, mutating
         methods of lists, dicts and sets) depends on nothing else.
@@ -183,6 +183,11 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         if tp is Namespace and not attribute.startswith("_"):
             try:
                 return mark_shared(object.__getattribute__(obj, "_Namespace__attrs")[attribute])
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        if tp is Fragment:
+            try:
+                return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
         try:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import pass_context
@@ -47,7 +47,7 @@ from jinja2.runtime import Context
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import current as current_meter
 from controller.render.context import CURRENT
-from controller.render.grown import GrownList
+from controller.render.grown import GrownList, mark_shared
 from controller.render.incremental import (
     Read,
     Recorder,
@@ -80,23 +80,57 @@ class Fragment:
         text: Traced = self.__dict__["_text"]
         return text
 
+    def __getitem__(self, name: str) -> Any:
+        """``f['routes']`` as ``f.routes`` (Jinja2 tries the item first, e.g. in ``map``).
+        A grown list is marked shared, as when read from a namespace: a template that grows
+        it then copies it, and the kept fragment never changes (controller.render.grown)."""
+        if type(name) is not str or name[:1] == "_":
+            raise KeyError(name)
+        return mark_shared(self.__dict__[name])
+
     def __repr__(self) -> str:
         names = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
         return f"<fragment {names}>"
 
 
-@dataclass(frozen=True, slots=True)
 class _Entry:
-    item: Any
-    call: object
-    """The call-arguments token it was evaluated under (see :class:`_Site`)."""
-    fragment: Fragment
-    reads: tuple[Read, ...]
-    tokens: Tokens
-    used: tuple[tuple[str, Any], ...]
-    modules: tuple[tuple[str, int], ...]
-    namespaces: Namespaces
-    chars: int
+    """One item's fragment and what evaluating it read, imported, created and charged.
+    A plain class: one is made per evaluated item, and a frozen dataclass costs twice."""
+
+    __slots__ = (
+        "call",
+        "chars",
+        "fragment",
+        "item",
+        "modules",
+        "namespaces",
+        "reads",
+        "tokens",
+        "used",
+    )
+
+    def __init__(
+        self,
+        item: Any,
+        call: object,
+        fragment: Fragment,
+        reads: tuple[Read, ...],
+        tokens: Tokens,
+        used: tuple[tuple[str, Any], ...],
+        modules: tuple[tuple[str, int], ...],
+        namespaces: Namespaces,
+        chars: int,
+    ) -> None:
+        self.item = item
+        self.call = call
+        """The call-arguments token it was evaluated under (see :class:`_Site`)."""
+        self.fragment = fragment
+        self.reads = reads
+        self.tokens = tokens
+        self.used = used
+        self.modules = modules
+        self.namespaces = namespaces
+        self.chars = chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,20 +248,30 @@ def fragments(
         ):
             if meter is not None:
                 meter.charge(entry.chars)
-            now = {c: token_now(c) for c in entry.tokens}
-            if any(now[c] is not t for c, t in entry.tokens.items()):
-                entry = replace(entry, tokens=now)  # checked against this content now
+            if entry.tokens and any(token_now(c) is not t for c, t in entry.tokens.items()):
+                # Checked against this content now: next time the tokens will do. (A new
+                # entry, not a changed one: a render in another thread may be reading it.)
+                now = {c: token_now(c) for c in entry.tokens}
+                entry = _Entry(
+                    item, call, entry.fragment, entry.reads, now, entry.used, entry.modules,
+                    entry.namespaces, entry.chars,
+                )  # fmt: skip
         else:
             entry = _evaluate(template, variables, name, item, call)
+            if parent is not None:
+                parent.fresh += 1
         entries[id(item)] = entry
         out.append(entry.fragment)
         if parent is not None:
-            parent.reads.extend(entry.reads)
-            for c in entry.tokens:
-                parent.tokens.setdefault(c, token_now(c))
-            parent.used.update(entry.used)
-            parent.modules.update(entry.modules)
-            if parent.created is not None:
+            if entry.reads:
+                parent.reads.extend(entry.reads)
+                for c in entry.tokens:
+                    if c not in parent.tokens:
+                        parent.tokens[c] = token_now(c)
+            if entry.used:
+                parent.used.update(entry.used)
+                parent.modules.update(entry.modules)
+            if entry.namespaces and parent.created is not None:
                 parent.created.extend(weakref.ref(ns) for ns, _ in entry.namespaces)
     sites[name] = _Site(site.args, http, extra, call, entries)
     return out
@@ -247,6 +291,7 @@ def _evaluate(
         current_recorder().reset(token)
     chars = (meter.used_chars - before) if meter is not None else 0
     fragment = Fragment(context.get_exported(), Traced("".join(body), body))
+    del context  # so only the namespaces its exports reach are still alive, and recorded
     return _Entry(
         item,
         call,

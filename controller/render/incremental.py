@@ -93,7 +93,7 @@ class Recorder:
     the namespaces created while it was evaluated (``created``, see
     :func:`tracked_namespace`)."""
 
-    __slots__ = ("created", "module_chars", "modules", "reads", "tokens", "used")
+    __slots__ = ("created", "fresh", "module_chars", "modules", "reads", "tokens", "used")
 
     def __init__(self, *, track_namespaces: bool = False) -> None:
         self.reads: list[Read] = []
@@ -103,6 +103,8 @@ class Recorder:
         self.used: dict[str, Any] = {}
         """For an output: the shared modules it imported (name → module object)."""
         self.module_chars = 0
+        self.fresh = 0
+        """Fragments evaluated (not kept) while recording (see :mod:`.fragments`)."""
         self.created: list[weakref.ref[Namespace]] | None = [] if track_namespaces else None
 
     def namespaces(self) -> list[Namespace]:

@@ -226,6 +226,9 @@ class SnippetTemplate(Template):
             and memo.http is http
             and memo.extra is extra
             and memo.intact()
+            # A fragment evaluated anew is a new object, which no template can take for
+            # the old one: when the module exports it, the walk below could only say so.
+            and not recorder.fresh
             and same_module(memo.context, memo.module._body_stream, context, module._body_stream)
         ):
             # Evaluated again to the very same exports: the old module stays, so outputs

@@ -11,9 +11,17 @@ of :meth:`AdmissionJudge.judge_object` and :meth:`AdmissionJudge.judge_spec` and
 * **Identical concurrent candidates** (kubectl retries, several replicas' webhooks called for
   one apply share nothing, but one replica may be asked twice) share one run, keyed by the
   proposal's content and the store version it is judged against.
+* **Distinct concurrent candidates** queue for a run slot (as many as this process may use
+  CPUs), earliest deadline first, and their renders pass one at a time through a second
+  queue: a render holds the GIL, so two renders side by side each take twice as long and a
+  burst of them would all finish late; one at a time, the earliest requests finish early while
+  the checks of the others (``haproxy -c`` and the rule workers are processes of their own)
+  overlap the next render. A queued run whose every requester has been answered (its deadline
+  passed) is dropped before it starts, so a burst past its deadlines leaves no work behind.
 * **Recovery exception** (ADR-0020): when the live configuration is already invalid, a proposal
   passes only if both renders complete and their output checksums are identical: it cannot
-  make things worse, and it cannot be blamed for what was already broken.
+  make things worse, and it cannot be blamed for what was already broken. The live side is
+  judged once per store version, engine and HTTP content, not once per proposal.
 * **Deadlines**: every judgement has one (the API server's timeout minus a margin); an overrun
   is answered with the reason, denying unless told to allow.
 """
@@ -21,9 +29,12 @@ of :meth:`AdmissionJudge.judge_object` and :meth:`AdmissionJudge.judge_spec` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import heapq
+import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,8 +44,9 @@ from controller.resources import IndexedStoreView, Overlay
 from controller.spec import HAProxyTemplateConfigSpec
 from controller.triggers.engine import Engine, EngineFactory, evaluate
 from controller.validation import ValidationReport
+from controller.validation.sandbox import max_concurrency
 
-__all__ = ["AdmissionDecision", "AdmissionJudge", "short_reason"]
+__all__ = ["AdmissionDecision", "AdmissionJudge", "Slots", "short_reason"]
 
 _log = get_logger("controller.admission")
 
@@ -45,6 +57,10 @@ _OPS: dict[str, Literal["create", "update", "delete"]] = {
     "DELETE": "delete",
 }
 _MAX_WARNINGS = 10
+
+
+_LiveMemo = tuple["Engine", object, Mapping[str, str] | None, "asyncio.Task[str | None]"]
+"""(engine, store version, HTTP content, the live checksum's judgement)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +121,7 @@ class AdmissionJudge:
         baseline_valid: Callable[[], bool],
         engine_factory: EngineFactory,
         allow_on_timeout: bool = False,
-        concurrency: int = 8,
+        concurrency: int | None = None,
         on_verdict: Callable[[str, AdmissionDecision], None] | None = None,
         http: Callable[[], Mapping[str, str] | None] = lambda: None,
     ) -> None:
@@ -114,9 +130,17 @@ class AdmissionJudge:
         self._baseline_valid = baseline_valid
         self.engine_factory = engine_factory
         self.allow_on_timeout = allow_on_timeout
-        self._slots = asyncio.Semaphore(concurrency)
-        self._inflight: dict[str, asyncio.Future[AdmissionDecision]] = {}
+        self.slots = Slots(concurrency or max_concurrency())
+        """Runs in flight at once (None: the CPUs this process may use)."""
+        self.renders = Slots(1)
+        """Renders in flight at once: one, as the GIL runs one anyway."""
+        self._inflight: dict[str, _Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._live: _LiveMemo | None = None
+        self.runs = 0
+        """Judgements started (joined and dropped ones are not counted)."""
+        self.dropped = 0
+        """Queued judgements dropped because every requester had been answered."""
         self.on_verdict = on_verdict
         self.http = http
         """The accepted content of the HTTP sources (what the running templates read)."""
@@ -148,14 +172,15 @@ class AdmissionJudge:
 
         async def run() -> AdmissionDecision:
             proposal = Overlay(view, collection, op, subject)
-            return await self._judge(engine, view, proposal)
+            return await self._judge(engine, view, proposal, deadline)
 
         return await self._shared(key, run, deadline)
 
     async def _judge(
-        self, engine: Engine, live: IndexedStoreView, proposal: IndexedStoreView
+        self, engine: Engine, live: IndexedStoreView, proposal: IndexedStoreView, deadline: float
     ) -> AdmissionDecision:
-        render, verdict = await evaluate(engine, proposal, self.http())
+        gate = self.renders.hold(deadline)
+        render, verdict = await evaluate(engine, proposal, self.http(), gate=gate)
         report = verdict.report
         checksum = report.metadata.checksum
         if verdict.validated is not None:
@@ -166,25 +191,49 @@ class AdmissionJudge:
                 cached=report.metadata.cache_hit,
             )
         if not self._baseline_valid():
-            return await self._recovery(engine, live, render is not None, checksum, report)
+            live_checksum = await self._live_checksum(engine, live, deadline)
+            return self._recovery(render is not None, checksum, live_checksum, report)
         return self._deny(report, checksum)
 
-    async def _recovery(
+    async def _live_checksum(
+        self, engine: Engine, live: IndexedStoreView, deadline: float
+    ) -> str | None:
+        """The live configuration's checksum when it renders and reaches the pipeline (None:
+        it does not), judged once per store version, engine and HTTP content: every proposal
+        made while the live configuration is invalid compares against the same one. Shared by
+        concurrent callers; a view without a version is judged every time."""
+        version = getattr(live, "version", None)
+        http = self.http()
+        memo = self._live
+        if (
+            memo is not None
+            and version is not None
+            and memo[0] is engine
+            and memo[1] == version
+            and memo[2] == http
+            and not (memo[3].done() and (memo[3].cancelled() or memo[3].exception()))
+        ):
+            return await asyncio.shield(memo[3])
+
+        async def judge() -> str | None:
+            gate = self.renders.hold(deadline)
+            rendered, verdict = await evaluate(engine, live, http, gate=gate)
+            return verdict.report.metadata.checksum if rendered is not None else None
+
+        task = asyncio.get_running_loop().create_task(judge())
+        if version is not None:
+            self._live = (engine, version, http, task)
+        return await asyncio.shield(task)
+
+    def _recovery(
         self,
-        engine: Engine,
-        live: IndexedStoreView,
         rendered: bool,
         checksum: str | None,
+        live_checksum: str | None,
         report: ValidationReport,
     ) -> AdmissionDecision:
         """The live configuration is invalid already: allow only what changes no output."""
-        live_render, live_verdict = await evaluate(engine, live, self.http())
-        same = (
-            rendered
-            and live_render is not None
-            and checksum is not None
-            and checksum == live_verdict.report.metadata.checksum
-        )
+        same = rendered and checksum is not None and checksum == live_checksum
         if same:
             return AdmissionDecision(
                 True,
@@ -263,7 +312,10 @@ class AdmissionJudge:
             # yet reads as empty until its first fetch.
             accepted = self.http() or {}
             http = {name: accepted.get(name, "") for name in spec.http_sources}
-            _, verdict = await evaluate(engine, view, http if spec.http_sources else None)
+            gate = self.renders.hold(deadline)
+            _, verdict = await evaluate(
+                engine, view, http if spec.http_sources else None, gate=gate
+            )
             report = verdict.report
             if verdict.validated is not None:
                 return AdmissionDecision(
@@ -286,18 +338,20 @@ class AdmissionJudge:
     async def _shared(
         self,
         key: str,
-        run: Callable[[], Any],
+        run: Callable[[], Awaitable[AdmissionDecision]],
         deadline: float,
     ) -> AdmissionDecision:
         loop = asyncio.get_running_loop()
-        fut = self._inflight.get(key)
-        if fut is None:
-            fut = loop.create_future()
-            self._inflight[key] = fut
+        flight = self._inflight.get(key)
+        if flight is None:
+            flight = self._inflight[key] = _Flight(loop.create_future())
 
-            async def owner(fut: asyncio.Future[AdmissionDecision] = fut) -> None:
+            async def owner(flight: _Flight = flight) -> None:
+                fut = flight.future
                 try:
-                    async with self._slots:
+                    async with self.slots.hold(deadline):
+                        flight.started = True
+                        self.runs += 1
                         decision = await run()
                     if not fut.done():
                         fut.set_result(decision)
@@ -306,23 +360,100 @@ class AdmissionJudge:
                     if not fut.done():
                         fut.set_result(AdmissionDecision(False, f"judging failed: {exc!r}"))
                 finally:
-                    self._inflight.pop(key, None)
+                    self._forget(key, flight)
 
-            task = loop.create_task(owner())
-            self._tasks.add(task)  # held until done: the loop keeps only weak references
-            task.add_done_callback(self._tasks.discard)
+            flight.task = loop.create_task(owner())
+            self._tasks.add(flight.task)  # held until done: the loop keeps only weak references
+            flight.task.add_done_callback(self._tasks.discard)
+        flight.waiters += 1
         remaining = deadline - loop.time()
         try:
-            decision = await asyncio.wait_for(asyncio.shield(fut), max(remaining, 0.001))
+            decision = await asyncio.wait_for(asyncio.shield(flight.future), max(remaining, 0.001))
         except TimeoutError:
             verb = "allowed" if self.allow_on_timeout else "denied"
             return AdmissionDecision(
                 self.allow_on_timeout,
                 f"the check did not finish within the webhook's deadline; {verb} by policy",
             )
+        finally:
+            flight.waiters -= 1
+            if flight.waiters == 0 and not flight.started and not flight.future.done():
+                # Everyone who asked has been answered (or went away): a run that has not
+                # started would only delay the runs queued behind it.
+                self.dropped += 1
+                self._forget(key, flight)
+                if flight.task is not None:
+                    flight.task.cancel()
         if self.on_verdict is not None:
             self.on_verdict(key, decision)
         return decision
+
+    def _forget(self, key: str, flight: _Flight) -> None:
+        if self._inflight.get(key) is flight:
+            del self._inflight[key]
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One judgement and the requests waiting for it."""
+
+    future: asyncio.Future[AdmissionDecision]
+    task: asyncio.Task[None] | None = None
+    waiters: int = 0
+    started: bool = False
+
+
+class Slots:
+    """At most ``size`` holders at once; waiters are served earliest deadline first, in
+    arrival order among equal deadlines (the API server gives every call of one webhook the
+    same timeout, so in practice first come, first served).
+
+    Unlike ``asyncio.Semaphore`` the order is the deadline's, and a waiter that is cancelled
+    leaves the queue without taking a turn (a slot handed to it as it was cancelled goes on
+    to the next)."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("slots need a size of at least 1")
+        self.size = size
+        self.busy = 0
+        self._queue: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for _, _, f in self._queue if not f.done())
+
+    async def acquire(self, deadline: float) -> None:
+        if self.busy < self.size and not self.waiting:
+            self.busy += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._queue, (deadline, next(self._seq), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # handed over as it was cancelled: pass it on
+            else:
+                fut.cancel()  # left in the heap, skipped when it comes up
+            raise
+
+    def release(self) -> None:
+        while self._queue:
+            _, _, fut = heapq.heappop(self._queue)
+            if not fut.done():
+                fut.set_result(None)  # the slot goes to the next waiter directly
+                return
+        self.busy -= 1
+
+    @contextlib.asynccontextmanager
+    async def hold(self, deadline: float) -> AsyncIterator[None]:
+        await self.acquire(deadline)
+        try:
+            yield
+        finally:
+            self.release()
 
 
 def _key(collection: str, op: str, obj: Mapping[str, Any], version: object) -> str:

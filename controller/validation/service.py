@@ -23,6 +23,7 @@ nothing here import a trigger.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -174,10 +175,16 @@ async def evaluate(
     *,
     options: ValidationOptions | None = None,
     extra_context: Mapping[str, Any] | None = None,
+    gate: contextlib.AbstractAsyncContextManager[Any] | None = None,
 ) -> tuple[RenderResult | None, VerdictLike]:
     """Render ``view`` (with the HTTP sources' ``http`` content, and ``extra_context`` over
     the spec's) off the event loop, then run the pipeline on the result (with ``options``
-    instead of the pipeline's own, for a command's ``--strict`` or ``--severity``)."""
+    instead of the pipeline's own, for a command's ``--strict`` or ``--severity``).
+
+    ``gate`` is entered for the render alone and left before the pipeline runs: a render
+    holds the GIL, so renders that run side by side only share one CPU and all finish late;
+    admission queues its renders through one gate and lets the checks (``haproxy -c`` is a
+    process of its own) overlap the next render."""
     kwargs: dict[str, Any] = {}
     if http is not None:
         kwargs["http"] = http
@@ -185,7 +192,8 @@ async def evaluate(
         kwargs["extra_context"] = extra_context
     render_call = functools.partial(engine.renderer.render, view, **kwargs)
     try:
-        render = await asyncio.to_thread(render_call)
+        async with gate if gate is not None else contextlib.nullcontext():
+            render = await asyncio.to_thread(render_call)
     except Exception as exc:
         _log.exception("renderer raised")
         report = failure_report("F0001", Phase.RENDER, f"the renderer raised {exc!r}")

@@ -1,6 +1,6 @@
 """The quickstart library names its supported annotations in several places that CEL and
 Jinja2 cannot share (the pattern map of the rule annotation-values and of its message, the
-lists of the rule unknown-annotations, the template's SUPPORTED), and its certificate slots
+lists of the rule unknown-annotations, ingress-facts' _SUPPORTED), and its certificate slots
 twice (routing's `slots` and the outputs under `certificates`). These tests hold each set
 equal, so an annotation cannot be rendered without a pattern or warned about while served."""
 
@@ -21,6 +21,7 @@ from tests.ingress.ingress_kit import NGINX, QUICKSTART, ingress, rule, self_sig
 SPEC: dict[str, Any] = yaml.safe_load(QUICKSTART.read_text())["spec"]
 RULES = {r["name"]: r for r in SPEC["watchedResources"]["ingresses"]["validate"]["rules"]}
 ROUTING: str = SPEC["templateSnippets"]["routing"]["template"]
+FACTS: str = SPEC["templateSnippets"]["ingress-facts"]["template"]
 
 
 def pattern_keys(text: str) -> set[str]:
@@ -38,7 +39,7 @@ def listed(text: str) -> list[set[str]]:
 
 
 def test_every_supported_annotation_has_a_pattern_and_is_not_warned_about() -> None:
-    [supported_text] = re.findall(r"\{% set SUPPORTED = \[(.*?)\] %\}", ROUTING, re.S)
+    [supported_text] = re.findall(r"\{% set _SUPPORTED = \[(.*?)\] %\}", FACTS, re.S)
     supported = set(re.findall(r"'([a-z-]+)'", supported_text)) - {"backend-snippet"}
     values = RULES["annotation-values"]
     assert pattern_keys(values["expression"]) == supported

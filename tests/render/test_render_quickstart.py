@@ -71,7 +71,11 @@ def test_quickstart_semantics() -> None:
     assert "bind 127.0.0.1:8080" in cfg
     assert "daemon" not in cfg and "\n    user " not in cfg and "\n    group " not in cfg
     # the routing table is computed once per render, not once per output
-    assert Renderer(quickstart_spec()).shared_snippets == {"routing", "our-ingresses"}
+    assert Renderer(quickstart_spec()).shared_snippets == {
+        "routing",
+        "our-ingresses",
+        "service-ports",
+    }
     # the maps are referenced by their relative deploy paths
     assert "map_str(maps/hosts.map)" in cfg and "map_beg(maps/prefixes.map)" in cfg
     assert text(r, "maps/paths.map").splitlines()[1:] == [

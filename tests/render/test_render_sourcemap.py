@@ -102,20 +102,26 @@ def test_every_rendered_file_has_one_location_per_line() -> None:
 
 def test_quickstart_server_lines_point_at_the_server_line_of_the_template() -> None:
     s = quickstart_spec()
-    template_lines = s.haproxy_config.template.splitlines()
+    # haproxy.cfg's backend sections are fragments of the snippet `backend`
+    template_lines = s.template_snippets["backend"].template.splitlines()
     server_line = 1 + next(
         i for i, t in enumerate(template_lines) if t.lstrip().startswith("server {{ ")
     )
     r = render_inputs(load_inputs(QUICKSTART / "config.yaml", [QUICKSTART / "resources"]))
     out = text(r).splitlines()
+    servers = 0
     for n, line in enumerate(out, start=1):
         loc = r.source_map.lookup("haproxy.cfg", n)
         assert loc is not None
         if line.lstrip().startswith("server "):
-            assert (loc.template, loc.line) == ("haproxy.cfg", server_line)
+            assert (loc.template, loc.line) == ("backend", server_line)
+            servers += 1
+        elif line.startswith("backend "):
+            assert loc.template == "backend"
         else:
-            # every other line comes from the same template line as its text
-            assert loc.template == "haproxy.cfg"
+            # every other line comes from the template line that wrote its text
+            assert loc.template in ("haproxy.cfg", "backend", "route-rules"), (line, loc)
+    assert servers > 0
     map_loc = r.source_map.lookup("maps/hosts.map", 2)
     assert map_loc is not None and map_loc.template == "hosts.map"
 
