@@ -34,6 +34,15 @@ new view the same questions and accepts only the very same objects, in the same 
   filter), so an Ingress of another class costs one evaluation of that filter, not of the
   routing table, and no output renders again.
 
+* one item's fragment (``fragments()``, see :mod:`controller.render.fragments`): a
+  snippet evaluated per object in a context of its own, kept while the object is the same
+  object, the call's arguments are equal, and its reads, imports and namespaces are as
+  above. Its reads count as the caller's, so outputs and modules are kept or not exactly as
+  if they had done the work.
+
+A collection whose content token (a snapshot's shared state) is the very object it was when
+the reads were made gets none of its questions asked again (:func:`unchanged`).
+
 Failures are never reused: an output or module that raised is evaluated again next time.
 The size budget is charged for reused work as if it had been done again, so a render that
 would run out of it still does. The time budget only charges work actually done.
