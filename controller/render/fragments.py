@@ -285,7 +285,10 @@ def _evaluate(
     token = current_recorder().set(recorder)
     before = meter.used_chars if meter is not None else 0
     try:
-        context = template.new_context({**variables, name: item}, True)
+        # Template.new_context(vars, shared=True), minus the set of the globals' names it
+        # builds (only imports without context read it, and these vars hold the globals).
+        env = template.environment
+        context = env.context_class(env, {**variables, name: item}, template.name, template.blocks)
         body = list(template.root_render_func(context))
     finally:
         current_recorder().reset(token)
