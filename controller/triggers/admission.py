@@ -43,8 +43,7 @@ from controller.observability import get_logger
 from controller.resources import IndexedStoreView, Overlay
 from controller.spec import HAProxyTemplateConfigSpec
 from controller.triggers.engine import Engine, EngineFactory, evaluate
-from controller.validation import ValidationReport
-from controller.validation.sandbox import max_concurrency
+from controller.validation import ValidationReport, cpu_slots
 
 __all__ = ["AdmissionDecision", "AdmissionJudge", "Slots", "short_reason"]
 
@@ -130,7 +129,7 @@ class AdmissionJudge:
         self._baseline_valid = baseline_valid
         self.engine_factory = engine_factory
         self.allow_on_timeout = allow_on_timeout
-        self.slots = Slots(concurrency or max_concurrency())
+        self.slots = Slots(concurrency or cpu_slots())
         """Runs in flight at once (None: the CPUs this process may use)."""
         self.renders = Slots(1)
         """Renders in flight at once: one, as the GIL runs one anyway."""

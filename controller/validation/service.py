@@ -49,6 +49,7 @@ __all__ = [
     "RendererLike",
     "VerdictLike",
     "checking_pipeline",
+    "cpu_slots",
     "default_engine",
     "evaluate",
     "failure_report",
@@ -139,6 +140,14 @@ def checking_pipeline(spec: HAProxyTemplateConfigSpec, binary: str | None) -> Pi
     from controller.validation.pipeline import Pipeline
 
     return Pipeline.from_spec(spec, haproxy_binary=binary)
+
+
+def cpu_slots() -> int:
+    """The CPUs this process may use (affinity and cgroup quota): the bound the sandbox puts
+    on ``haproxy -c`` runs, and the admission judge on its judgements in flight."""
+    from controller.validation.sandbox import max_concurrency
+
+    return max_concurrency()
 
 
 def default_engine(

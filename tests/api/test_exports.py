@@ -277,6 +277,7 @@ EXPORTS: dict[str, set[str]] = {
         "VerdictLike",
         "checking_pipeline",
         "config_origin",
+        "cpu_slots",
         "default_engine",
         "evaluate",
         "failure_report",

@@ -231,7 +231,7 @@ async def test_the_default_slots_are_the_cpus_this_process_may_use() -> None:
     from controller.validation.sandbox import max_concurrency
 
     s = setup()
-    assert s.judge.slots.size == max_concurrency()
+    assert s.judge.slots.size == max_concurrency() >= 1
     assert s.judge.renders.size == 1
 
 
