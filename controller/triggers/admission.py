@@ -34,6 +34,7 @@ import hashlib
 import heapq
 import itertools
 import json
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -58,8 +59,11 @@ _OPS: dict[str, Literal["create", "update", "delete"]] = {
 _MAX_WARNINGS = 10
 
 
-_LiveMemo = tuple["Engine", object, Mapping[str, str] | None, "asyncio.Task[str | None]"]
-"""(engine, store version, HTTP content, the live checksum's judgement)."""
+_LiveMemo = tuple[
+    "weakref.ref[Engine]", object, Mapping[str, str] | None, "asyncio.Task[str | None]"
+]
+"""(engine, store version, HTTP content, the live checksum's judgement). The engine is held
+weakly: after a spec swap the memo must not keep the old renderer and its caches alive."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,7 @@ class AdmissionJudge:
         if (
             memo is not None
             and version is not None
-            and memo[0] is engine
+            and memo[0]() is engine
             and memo[1] == version
             and memo[2] == http
             and not (memo[3].done() and (memo[3].cancelled() or memo[3].exception()))
@@ -221,7 +225,7 @@ class AdmissionJudge:
 
         task = asyncio.get_running_loop().create_task(judge())
         if version is not None:
-            self._live = (engine, version, http, task)
+            self._live = (weakref.ref(engine), version, http, task)
         return await asyncio.shield(task)
 
     def _recovery(

@@ -345,3 +345,23 @@ async def test_an_unchanged_output_runs_only_the_render_and_the_rules_on_the_new
     ran = {p for p, n in pipeline.phase_runs.items() if n != before.get(p, 0)}
     assert ran <= {Phase.RULES}, ran
     assert s.watched.renders == renders + 1
+
+
+async def test_a_new_engine_judges_the_live_side_again_and_the_old_one_is_not_kept() -> None:
+    import gc
+
+    s = setup(baseline_valid=False, rules=BROKEN)
+    other = ingress("elsewhere", "elsewhere.local", klass="someone-else")
+    assert (await judge(s, other)).allowed
+    assert s.watched.renders == 2
+    old = s.judge._engine()
+    assert old is not None
+    swapped = replace(old)  # a spec swap: another engine (here with the same parts)
+    s.judge._engine = lambda: swapped
+    memo = s.judge._live
+    assert memo is not None
+    del old
+    gc.collect()
+    assert memo[0]() is None  # the memo did not keep the replaced engine alive
+    assert (await judge(s, copy.deepcopy(other))).allowed
+    assert s.watched.renders == 4  # the live side again, for the new engine, and the proposal
