@@ -18,7 +18,7 @@ from controller.render.fileset import (
     path_for,
 )
 from controller.render.filters import FilterError
-from controller.render.graph import Reference, RenderGraph, TemplateRefs
+from controller.render.graph import FRAGMENTS_CALL, Reference, RenderGraph, TemplateRefs
 from controller.render.renderer import AfterOutput, OutputDef, Renderer
 from controller.render.result import (
     OutputStatus,
@@ -31,6 +31,7 @@ from controller.render.result import (
 from controller.render.scc import strongly_connected
 
 __all__ = [
+    "FRAGMENTS_CALL",
     "KIND_DIRS",
     "MAIN_CONFIG",
     "AfterOutput",

@@ -285,7 +285,7 @@ def _encode_refs(refs: TemplateRefs) -> tuple[Any, ...]:
     def each(rs: tuple[Reference, ...]) -> tuple[tuple[str, str, int], ...]:
         return tuple((r.name, r.template, r.line) for r in rs)
 
-    return (each(refs.outputs), each(refs.snippets))
+    return (each(refs.outputs), each(refs.snippets), each(refs.fragments))
 
 
 def _decode_refs(data: Any) -> TemplateRefs:
@@ -305,9 +305,9 @@ def _decode_refs(data: Any) -> TemplateRefs:
             out.append(Reference(r[0], r[1], r[2]))
         return tuple(out)
 
-    if type(data) is not tuple or len(data) != 2:
+    if type(data) is not tuple or len(data) != 3:
         raise ValueError("references")
-    return TemplateRefs(each(data[0]), each(data[1]))
+    return TemplateRefs(each(data[0]), each(data[1]), each(data[2]))
 
 
 def seal(magic: bytes, version: int, payload: bytes) -> bytes:

@@ -30,6 +30,8 @@ from jinja2 import nodes
 from controller.render.scc import strongly_connected
 
 OUTPUTS_VAR = "outputs"
+FRAGMENTS_CALL = "fragments"
+"""A call ``fragments('snippet', ...)`` references that snippet like an include does."""
 _MAPPING_METHODS = frozenset({"get", "keys", "values", "items"})
 DYNAMIC = "*"
 """The name of a reference whose target is computed at render time."""
@@ -50,30 +52,39 @@ class TemplateRefs:
 
     outputs: tuple[Reference, ...] = ()
     snippets: tuple[Reference, ...] = ()
+    """Included, imported or extended: evaluated in (a copy of) this template's context."""
+    fragments: tuple[Reference, ...] = ()
+    """Named by ``fragments('snippet', ...)``: evaluated in a context of its own, so it does
+    not make this template depend on names (controller.render.fragments)."""
+
+    @property
+    def used_snippets(self) -> tuple[Reference, ...]:
+        return (*self.snippets, *self.fragments)
 
     @property
     def dynamic(self) -> tuple[Reference, ...]:
-        return tuple(r for r in (*self.outputs, *self.snippets) if r.name == DYNAMIC)
+        return tuple(r for r in (*self.outputs, *self.used_snippets) if r.name == DYNAMIC)
 
 
 def references(tree: nodes.Node, template: str) -> TemplateRefs:
     """Collect the output and snippet references of one parsed template or expression."""
     outs: list[Reference] = []
     snips: list[Reference] = []
+    frags: list[Reference] = []
 
     def ref(kind: list[Reference], name: str, node: nodes.Node) -> None:
         kind.append(Reference(name, template, node.lineno or 1))
 
-    def template_names(expr: nodes.Expr, node: nodes.Node) -> None:
+    def template_names(expr: nodes.Expr, node: nodes.Node, into: list[Reference]) -> None:
         if isinstance(expr, nodes.Const) and isinstance(expr.value, str):
-            ref(snips, expr.value, node)
+            ref(into, expr.value, node)
         elif isinstance(expr, nodes.List | nodes.Tuple) and all(
             isinstance(i, nodes.Const) and isinstance(i.value, str) for i in expr.items
         ):
             for item in expr.items:
-                ref(snips, item.value, node)  # type: ignore[attr-defined]
+                ref(into, item.value, node)  # type: ignore[attr-defined]
         else:
-            ref(snips, DYNAMIC, node)
+            ref(into, DYNAMIC, node)
 
     def output_use(name: nodes.Name, chain: list[nodes.Node]) -> None:
         parent = chain[-1] if chain else None
@@ -112,14 +123,21 @@ def references(tree: nodes.Node, template: str) -> TemplateRefs:
                 output_use(node, chain)
             return
         if isinstance(node, nodes.Include | nodes.Import | nodes.FromImport | nodes.Extends):
-            template_names(node.template, node)
+            template_names(node.template, node, snips)
+        elif (
+            isinstance(node, nodes.Call)
+            and isinstance(node.node, nodes.Name)
+            and node.node.name == FRAGMENTS_CALL
+            and node.args
+        ):
+            template_names(node.args[0], node, frags)  # fragments('snippet', items, ...)
         chain.append(node)
         for child in node.iter_child_nodes():
             walk(child, chain)
         chain.pop()
 
     walk(tree, [])
-    return TemplateRefs(tuple(outs), tuple(snips))
+    return TemplateRefs(tuple(outs), tuple(snips), tuple(frags))
 
 
 @dataclass(frozen=True)
@@ -197,7 +215,7 @@ def build_graph(
     seen_unknown: set[Reference] = set()
 
     def note_snippet_problems(refs: TemplateRefs) -> None:
-        for r in refs.snippets:
+        for r in refs.used_snippets:
             if r.name == DYNAMIC:
                 dynamic.append(r)
             elif r.name not in snippet_refs and r not in seen_unknown:
@@ -257,7 +275,7 @@ def _snippet_closure(
     found: set[str] = set()
     todo: list[str] = []
     for refs in own:
-        todo.extend(r.name for r in refs.snippets)
+        todo.extend(r.name for r in refs.used_snippets)
     while todo:
         s = todo.pop()
         if s == DYNAMIC:
@@ -268,7 +286,7 @@ def _snippet_closure(
         found.add(s)
         snippet = snippet_refs[s]
         if snippet is not None:
-            todo.extend(r.name for r in snippet.snippets)
+            todo.extend(r.name for r in snippet.used_snippets)
     return found
 
 

@@ -107,6 +107,7 @@ EXPORTS: dict[str, set[str]] = {
         "FileKind",
         "FileSet",
         "FilterError",
+        "FRAGMENTS_CALL",
         "KIND_DIRS",
         "MAIN_CONFIG",
         "OutputDef",

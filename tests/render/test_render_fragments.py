@@ -101,7 +101,8 @@ def test_a_store_read_inside_a_fragment_is_tracked(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        ("fragments('nothere', [], 'x')", "no snippet named 'nothere'"),
+        # found before rendering, like an include of a missing snippet (E1007)
+        ("fragments('nothere', [], 'x')", "snippet 'nothere'"),
         ("fragments('per-svc', [], 'resources')", "the item's name must be a name"),
         ("fragments('per-svc', [], 'not a name')", "the item's name must be a name"),
         ("fragments('per-svc', [], 's', http=1)", "may not be named 'http'"),
@@ -176,3 +177,15 @@ def test_same_argument_tells_apart_what_templates_can() -> None:
     assert not same_argument([1], (1,))
     assert not same_argument(object(), object())
     assert same_argument(float("inf"), float("inf"))
+
+
+def test_a_snippet_named_by_fragments_is_a_reference() -> None:
+    """Like an include: a snippet that does not compile blocks the outputs that name it,
+    and a module that calls fragments() on a snippet reading other names stays shared."""
+    s, store = _setup(snippets={"per-svc": "{% if %}"})
+    result = Renderer(s).render(store.snapshot())
+    assert {d.rule_id for d in result.diagnostics} == {"E1001", "E1008"}
+    table = "{% set fs = fragments('per-svc', resources.services.list(), 's', tag='x') %}"
+    s, _ = _setup("{% import 'table' as t with context %}{{ t.fs | length }}\n",
+                  {"per-svc": PER_SVC, "table": table})  # fmt: skip
+    assert Renderer(s).shared_snippets == {"table"}

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterator
 from jinja2 import TemplateSyntaxError, meta, nodes
 
 from controller.diagnostics import Diagnostic, Location, Phase, TemplateLocation, make
-from controller.render import MAIN_CONFIG, Renderer, parse_expression
+from controller.render import FRAGMENTS_CALL, MAIN_CONFIG, Renderer, parse_expression
 from controller.validation.syntax.policy import DENIED_DIRECTIVES, ENV_EXPANSION
 
 __all__ = [
@@ -266,6 +266,12 @@ def _declared(tree: nodes.Template) -> set[str]:
     for frm in tree.find_all((nodes.FromImport,)):
         for item in frm.names:
             names.add(item[1] if isinstance(item, tuple) else item)
+    # fragments('snippet', items, 'name', key=...) gives the snippet `name` and each key
+    for call in tree.find_all((nodes.Call,)):
+        if isinstance(call.node, nodes.Name) and call.node.name == FRAGMENTS_CALL:
+            if len(call.args) > 2 and isinstance(call.args[2], nodes.Const):
+                names.add(str(call.args[2].value))
+            names.update(kw.key for kw in call.kwargs)
     return names
 
 
