@@ -133,6 +133,21 @@ capped well below that."""
 _KEY_BAD = re.compile(r"[ \t\n\r\x00]")
 _VALUE_BAD = re.compile(r"[\n\r\x00]")
 
+_PASSED_KEYS: dict[str, None] = {}
+_PASSED_VALUES: dict[str, None] = {}
+"""Strings that passed :func:`map_key` / :func:`map_value`: the same routes go through them
+again in every render (in routing and in each map), and a lookup costs a twentieth of the
+checks. Bounded (:data:`_PASSED_MAX`); only plain ``str``, whose value cannot change."""
+_PASSED_MAX = 200_000
+
+
+def _passed(cache: dict[str, None], text: str) -> str:
+    if type(text) is str:
+        if len(cache) >= _PASSED_MAX:
+            cache.clear()
+        cache[text] = None
+    return text
+
 
 def map_key(value: Any) -> str:
     """The value as the key column of a map file line, unchanged, or an error.
@@ -141,6 +156,8 @@ def map_key(value: Any) -> str:
     line starting with ``#``; map files know no quoting or escaping. So a key must be
     non-empty, free of space, tab, CR, LF and NUL, and must not start with ``#``.
     """
+    if type(value) is str and value in _PASSED_KEYS:
+        return value
     text = _text(value, "map_key")
     if not text:
         raise FilterError("map_key: a map key must not be empty")
@@ -154,7 +171,7 @@ def map_key(value: Any) -> str:
         raise FilterError(f"map_key: key {_show(text)} starts with '#', which makes a comment")
     if len(text.encode()) > MAX_MAP_KEY:
         raise FilterError(f"map_key: key is longer than {MAX_MAP_KEY} bytes")
-    return text
+    return _passed(_PASSED_KEYS, text)
 
 
 def map_value(value: Any) -> str:
@@ -164,6 +181,8 @@ def map_value(value: Any) -> str:
     stripped; so it must not contain CR, LF or NUL, nor begin or end with a space or tab
     (HAProxy would silently drop them).
     """
+    if type(value) is str and value in _PASSED_VALUES:
+        return value
     text = _text(value, "map_value")
     bad = _VALUE_BAD.search(text)
     if bad:
@@ -178,7 +197,7 @@ def map_value(value: Any) -> str:
         )
     if len(text.encode()) > MAX_MAP_VALUE:
         raise FilterError(f"map_value: value is longer than {MAX_MAP_VALUE} bytes")
-    return text
+    return _passed(_PASSED_VALUES, text)
 
 
 # -- data helpers ----------------------------------------------------------------------------

@@ -228,3 +228,22 @@ def test_filters_in_templates() -> None:
     r = render(s)
     assert text(r) == "server 'web 1' 10.0.0.1:80\na=1 b=2 0\n"
     assert config_args(text(r).splitlines()[0]) == ["server", "web 1", "10.0.0.1:80"]
+
+
+def test_map_columns_remember_only_what_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """map_key/map_value skip the checks for a string that passed them before: a refused one
+    is refused every time, and the memory is bounded."""
+    from controller.render import filters
+
+    monkeypatch.setattr(filters, "_PASSED_MAX", 3)
+    monkeypatch.setattr(filters, "_PASSED_KEYS", {})
+    for _ in range(2):
+        assert filters.map_key("a.test/x") == "a.test/x"
+        with pytest.raises(filters.FilterError):
+            filters.map_key("a b")
+        with pytest.raises(filters.FilterError):
+            filters.map_value("x\ny")
+    for i in range(10):
+        filters.map_key(f"k{i}")
+    assert len(filters._PASSED_KEYS) <= 3
+    assert "a b" not in filters._PASSED_KEYS
