@@ -242,9 +242,11 @@ def fragments(
             and entry.item is item
             and entry.call is call
             and raw is not None
-            and intact(entry.namespaces)
-            and unchanged(raw, entry.reads, entry.tokens)
-            and all(module_now(m) is module for m, module in entry.used)
+            # Each check only when there is something to check: most items are kept, and
+            # at 10,000 Ingresses a render checks 30,000 of them.
+            and (not entry.namespaces or intact(entry.namespaces))
+            and (not entry.reads or unchanged(raw, entry.reads, entry.tokens))
+            and (not entry.used or all(module_now(m) is module for m, module in entry.used))
         ):
             if meter is not None:
                 meter.charge(entry.chars)

@@ -189,3 +189,14 @@ def test_a_snippet_named_by_fragments_is_a_reference() -> None:
     s, _ = _setup("{% import 'table' as t with context %}{{ t.fs | length }}\n",
                   {"per-svc": PER_SVC, "table": table})  # fmt: skip
     assert Renderer(s).shared_snippets == {"table"}
+
+
+@pytest.mark.parametrize(
+    "expr", ["f._text", "f.__class__", "f['_text']", "f.__dict__", "f.__str__"]
+)
+def test_a_fragment_shows_templates_only_its_exports(expr: str) -> None:
+    config = "{% set f = fragments('per-svc', resources.services.list(), 's', tag='x')[0] %}"
+    s, store = _setup(config + "{{ " + expr + " }}\n")
+    result = Renderer(s).render(store.snapshot())
+    assert not result.ok
+    assert {d.rule_id for d in result.diagnostics} <= {"E1002", "E1003"}, result.diagnostics
