@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Commands run by tests keep compiled templates and CEL rules in a folder of this run, not in
+# the user's cache (~/.cache/htc/templates): a test run must not fill or reuse it. Tests of
+# the cache itself set HTC_TEMPLATE_CACHE (or their own folder) explicitly.
+if "HTC_TEMPLATE_CACHE" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="htc-test-cache-")  # 0700, as the cache requires
+    os.environ["HTC_TEMPLATE_CACHE"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 # The real control plane, per-test namespaces and the pod network (controller/testbed).
 pytest_plugins = ["controller.testbed.fixtures"]
