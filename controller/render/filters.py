@@ -245,6 +245,30 @@ def _sort_key(item: Any, paths: list[FieldPath]) -> tuple[tuple[int, Any], ...]:
     return tuple(key)
 
 
+def _sort_key_of(paths: list[FieldPath]) -> Callable[[Any], tuple[tuple[int, Any], ...]]:
+    """:func:`_sort_key` for these paths, faster for the commonest case: one field of a
+    plain dict (a route of the quickstart's routing table; its maps sort 20,000 of them in
+    every render that changes one)."""
+    if len(paths) == 1 and len(paths[0]) == 1 and type(paths[0][0]) is str:
+        path = paths[0]
+        seg = path[0]
+
+        def one(item: Any) -> tuple[tuple[int, Any], ...]:
+            v = item.get(seg, MISSING) if type(item) is dict else lookup(item, path)
+            return ((0, "") if v is MISSING or v is None else (1, v),)
+
+        return one
+    return lambda item: _sort_key(item, paths)
+
+
+def _getter(path: FieldPath) -> Callable[[Any], Any]:
+    """``lookup(item, path)``, without the walk for one field of a plain dict."""
+    if len(path) == 1 and type(path[0]) is str:
+        seg = path[0]
+        return lambda item: item.get(seg, MISSING) if type(item) is dict else lookup(item, path)
+    return lambda item: lookup(item, path)
+
+
 def _items(value: Any, filter_name: str) -> list[Any]:
     if type(value) is list or type(value) is tuple:
         return list(value)
@@ -267,7 +291,7 @@ def sort_by(value: Any, *paths: str, reverse: bool = False) -> list[Any]:
     if len(items) < 2:
         return items  # the paths were checked; there is nothing to compare
     try:
-        return sorted(items, key=lambda i: _sort_key(i, compiled), reverse=reverse)
+        return sorted(items, key=_sort_key_of(compiled), reverse=reverse)
     except TypeError as exc:
         raise FilterError(
             f"sort_by: values of {', '.join(paths)} cannot be compared ({exc})"
@@ -325,9 +349,10 @@ def map_entries(value: Any, key: str, val: str) -> str:
     20,000 times in every render that changes one route.
     """
     key_path, val_path = _compile_paths([key, val], "map_entries")
+    get_key, get_val = _getter(key_path), _getter(val_path)
     lines: list[str] = []
     for item in _items(value, "map_entries"):
-        k, v = lookup(item, key_path), lookup(item, val_path)
+        k, v = get_key(item), get_val(item)
         if k is MISSING or v is MISSING:
             raise FilterError(f"map_entries: an item has no {key if k is MISSING else val}")
         lines.append(f"{map_key(k)} {map_value(v)}\n")
