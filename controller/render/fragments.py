@@ -44,10 +44,9 @@ from typing import Any
 from jinja2 import pass_context
 from jinja2.runtime import Context
 
-from controller.diagnostics import TemplateLocation
 from controller.render.budget import current as current_meter
 from controller.render.context import CURRENT
-from controller.render.grown import GrownList, mark_shared
+from controller.render.grown import mark_shared
 from controller.render.incremental import (
     Read,
     Recorder,
@@ -56,6 +55,7 @@ from controller.render.incremental import (
     current_recorder,
     unchanged,
 )
+from controller.render.sameness import SCALARS, SEQUENCES
 from controller.render.snippets import (
     SHARED_NAMES,
     Namespaces,
@@ -145,10 +145,6 @@ class _Site:
     entries: dict[int, _Entry]
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None), bytes, TemplateLocation})
-_SEQUENCES = frozenset({list, tuple, GrownList})
-
-
 def same_argument(a: Any, b: Any) -> bool:
     """Equal as templates can tell: same types (``1``, ``1.0`` and ``True`` print
     differently), values and key order; anything else only when it is the same object."""
@@ -158,9 +154,9 @@ def same_argument(a: Any, b: Any) -> bool:
     if tp is not type(b):
         return False
     try:
-        if tp in _SCALARS:
+        if tp in SCALARS:
             return bool(a == b)
-        if tp in _SEQUENCES:
+        if tp in SEQUENCES:
             return len(a) == len(b) and all(map(same_argument, a, b))
         if tp is dict:
             return len(a) == len(b) and all(

@@ -46,10 +46,12 @@ from controller.render.context import Resources
 from controller.render.grown import GrownList
 from controller.render.trace import Traced
 
-__all__ = ["same_module"]
+__all__ = ["SCALARS", "SEQUENCES", "same_module"]
 
-_SCALARS = frozenset({str, int, float, bool, type(None), bytes, TemplateLocation})
-_SEQUENCES = frozenset({list, tuple, GrownList})
+SCALARS = frozenset({str, int, float, bool, type(None), bytes, TemplateLocation})
+"""Types compared by value (with their type: ``1`` and ``True`` print differently)."""
+SEQUENCES = frozenset({list, tuple, GrownList})
+"""Types compared item by item, in order."""
 _MACRO_FIELDS = ("name", "arguments", "catch_kwargs", "catch_varargs", "caller")
 
 MAX_VALUES = 120_000
@@ -87,7 +89,7 @@ class _Isomorphism:
             tp = type(a)
             if tp is not type(b):
                 return False
-            if tp in _SCALARS:
+            if tp in SCALARS:
                 if a is not b and a != b:
                     return False
                 continue
@@ -103,7 +105,7 @@ class _Isomorphism:
             back[ib] = ia
             if a is b:
                 continue  # the very same object (a stored one, http, extraContext, ...)
-            self._left -= len(a) if tp is dict or tp in _SEQUENCES else 1
+            self._left -= len(a) if tp is dict or tp in SEQUENCES else 1
             if self._left < 0:
                 return False  # too big to be worth it (see MAX_VALUES)
             if tp is dict:
@@ -117,18 +119,18 @@ class _Isomorphism:
                         todo_a.append(ka)
                         todo_b.append(kb)
                     tv = type(va)
-                    if tv in _SCALARS and tv is type(vb):
+                    if tv in SCALARS and tv is type(vb):
                         if va is not vb and va != vb:
                             return False
                     else:
                         todo_a.append(va)
                         todo_b.append(vb)
-            elif tp in _SEQUENCES:
+            elif tp in SEQUENCES:
                 if len(a) != len(b):
                     return False
                 for va, vb in zip(a, b, strict=True):
                     tv = type(va)
-                    if tv in _SCALARS and tv is type(vb):
+                    if tv in SCALARS and tv is type(vb):
                         if va is not vb and va != vb:
                             return False
                     else:
