@@ -36,6 +36,7 @@ from controller.validation.syntax.filerefs import (
     SSL_PATH_OPTIONS,
     check_file_refs,
 )
+from controller.validation.syntax.parser import parse_near
 from controller.validation.syntax.policy import POLICY_KEYWORDS, check_policy
 from controller.validation.syntax.tokenizer import BLANKS, NEEDS_FULL, fast_tokens, tokenize
 
@@ -49,11 +50,25 @@ _PATH_OPTIONS = frozenset(SSL_PATH_OPTIONS)
 def lean_gate(files: FileSet, allow: Collection[str] = ()) -> bool:
     """True only when the directive policy and the file-reference rule, run on the full
     parse of every configuration file, will report nothing; False when that is not certain
-    from the cheap reading (the caller must then wait for the full checks)."""
+    from the cheap reading (the caller must then wait for the full checks).
+
+    A file that differs little from one parsed shortly before (a candidate after the live
+    configuration, or one admission proposal after another) has its full parse at the price
+    of the difference (``parser.parse_near``), cheaper than the lean reading, which visits
+    every line: then the checks read that parse itself, and the stage's own parse of the same
+    text is a look-up. A parse with any syntax diagnostic is "not established", as a line the
+    lean reading cannot split is."""
     for entry in files:
         if entry.kind is not FileKind.CONFIG:
             continue
-        parsed = lean_reading(entry.content.decode("utf-8", "surrogateescape"), entry.path)
+        text = entry.content.decode("utf-8", "surrogateescape")
+        near = parse_near(text, entry.path)
+        if near is not None:
+            if near[1]:
+                return False
+            parsed: ParsedConfig | None = near[0]
+        else:
+            parsed = lean_reading(text, entry.path)
         if parsed is None:
             return False
         if check_policy(parsed, allow) or check_file_refs(parsed, files):

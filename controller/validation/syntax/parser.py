@@ -12,6 +12,13 @@ Rendered configurations change a little at a time (one Ingress → one backend),
 cached per section text: a file without dot directives, pseudo-variables or tricky leading
 characters is cut at its section headers with one regular-expression scan, and every piece
 whose text was seen before is reused, shifted to its new line numbers when it moved.
+
+Even that scan and one cache look-up per section grow with the file (about 20 ms at 10,000
+backends), so the last few chunked parses of each file are kept as *bases*: a new text is
+compared with them (``textdiff``), the pieces of its common start are taken from the closest
+base as they are, those of its common end as they are or shifted, and only the text between
+is cut and looked up. A text equal to a base is that base's result. The result is the one the
+full scan gives, piece for piece (``tests/validation/syntax/test_syntax_incremental.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.validation.keywords import (
@@ -33,6 +42,7 @@ from controller.validation.keywords import (
 from controller.validation.parsed import Directive, ParsedConfig, Section, Token
 from controller.validation.syntax import build
 from controller.validation.syntax.conditions import Tri, evaluate, tri_and, tri_not, tri_or
+from controller.validation.syntax.textdiff import common_prefix, common_suffix
 from controller.validation.syntax.tokenizer import (
     BLANKS,
     NEEDS_FULL,
@@ -43,7 +53,7 @@ from controller.validation.syntax.tokenizer import (
     tokenize,
 )
 
-__all__ = ["parse"]
+__all__ = ["parse", "parse_near"]
 
 
 _MAX_FATAL = 50  # HAProxy stops reading a file after 50 fatal errors
@@ -76,56 +86,62 @@ def parse(
     the directive policy needs, since another HAProxy may take the branches this one skips.
     Never raises on bad input.
     """
-    diagnostics: list[Diagnostic] = []
-    cuts = _cuts(text)
-    if cuts is None:
+    chunked = _CACHE.chunked(file, text, near_only=False)
+    if chunked is None:
         walker = _Walker(file, haproxy_version, any_version=any_version)
         for number, line in _numbered_lines(text):
             if walker.stopped:
                 break
             walker.feed(number, line)
         walker.finish()
-        sections = tuple(walker.sections)
-        macros = tuple(walker.macros)
-        diagnostics.extend(walker.diagnostics)
-    else:
-        collected: list[Section] = []
-        get = _CACHE.get
-        first_line = 1
-        prev = 0
-        for pos in cuts:
-            chunk = text[prev:pos]
-            result = get(file, chunk, first_line)
-            collected.extend(result.sections)
-            if result.diagnostics:
-                diagnostics.extend(result.diagnostics)
-            first_line += chunk.count("\n")
-            prev = pos
-        sections = tuple(collected)
-        macros = ()
+        parsed = ParsedConfig(file, tuple(walker.sections), tuple(walker.macros))
+        return parsed, _with_final_newline(walker.diagnostics, text, file)
+    return chunked[0], _with_final_newline(list(chunked[1]), text, file)
+
+
+def parse_near(text: str, file: str) -> tuple[ParsedConfig, list[Diagnostic]] | None:
+    """:func:`parse`'s result when it is cheap: ``text`` is read in pieces and differs from
+    one of the last parses of ``file`` in a small part only (a quarter of the text at most).
+    None otherwise, having parsed nothing. Such a text holds no conditional block, so the
+    result is the same for every ``haproxy_version`` and ``any_version``; the lean gate uses
+    it, and the syntax stage's own parse of the same text right after is a look-up."""
+    chunked = _CACHE.chunked(file, text, near_only=True)
+    if chunked is None:
+        return None
+    return chunked[0], _with_final_newline(list(chunked[1]), text, file)
+
+
+def _with_final_newline(diagnostics: list[Diagnostic], text: str, file: str) -> list[Diagnostic]:
     if text and not text.endswith("\n"):
         last = text.count("\n") + 1
         width = len(text) - text.rfind("\n") - 1
         diagnostics.append(
             _diag("E2008", "the file does not end with a newline", file, last, width + 1, width + 1)
         )
-    return ParsedConfig(file, sections, macros), diagnostics
+    return diagnostics
 
 
-def _cuts(text: str) -> list[int] | None:
-    """Offsets where cacheable pieces end (the last is ``len(text)``), or None when the file
-    must be read in one sequential pass."""
-    if text.find("\x00") >= 0:
+def _cuts(text: str, start: int = 0, end: int | None = None) -> list[int] | None:
+    """Offsets where cacheable pieces of ``text[start:end]`` end (the last is ``end``), or
+    None when the file must be read in one sequential pass. ``start`` is where a line starts
+    and ``end`` where one ends (or the text's end); a region is scanned when the rest of the
+    text is known to be clean. Its look for NULs and pseudo-variables reaches two characters
+    past each side, although a ``${.`` cannot straddle a line border: a margin that costs
+    nothing."""
+    if end is None:
+        end = len(text)
+    around = text if start == 0 and end == len(text) else text[max(start - 2, 0) : end + 2]
+    if around.find("\x00") >= 0:
         return None  # HAProxy stops reading at a NUL
-    if text.find("$") >= 0 and ("$." in text or "${." in text):
+    if around.find("$") >= 0 and ("$." in around or "${." in around):
         return None  # pseudo-variables depend on the line number and section name
     cuts = []
-    for m in _SCAN.finditer("\n" + text):
+    for m in _SCAN.finditer("\n" + text[start:end]):
         if m.group(1) is not None:
             return None
         if m.start():
-            cuts.append(m.start())
-    cuts.append(len(text))
+            cuts.append(start + m.start())
+    cuts.append(end)
     return cuts
 
 
@@ -183,16 +199,147 @@ class _ChunkCache:
     whole generation are dropped.
     """
 
-    def __init__(self, size: int = 20_000, positions: int = 4) -> None:
+    def __init__(self, size: int = 20_000, positions: int = 4, bases: int = 3) -> None:
         self.size = size
         self.positions = positions
         self.current: dict[tuple[str, str], dict[int, _ChunkResult]] = {}
         self.previous: dict[tuple[str, str], dict[int, _ChunkResult]] = {}
+        self.bases_per_file = bases
+        self.bases: dict[str, list[_Base]] = {}
+        """File → its last chunked parses, the one made last first."""
         self._lock = threading.Lock()  # pipelines may parse in worker threads
 
     def get(self, file: str, chunk: str, start: int) -> _ChunkResult:
         with self._lock:
             return self._get(file, chunk, start)
+
+    def chunked(
+        self, file: str, text: str, *, near_only: bool
+    ) -> tuple[ParsedConfig, tuple[Diagnostic, ...]] | None:
+        """The sections and diagnostics of ``text`` read in pieces, or None when it must be
+        read sequentially. ``near_only``: also None, before any reading, when no base of
+        ``file`` shares all but a quarter of the text. The lock is held throughout: the work
+        holds the GIL anyway, and a base must not change while it is being spliced."""
+        with self._lock:
+            base, prefix, suffix = self._nearest(file, text)
+            if base is not None and prefix == len(text) == len(base.text):
+                self._remember(file, base, base)
+                return base.parsed, base.diagnostics
+            if near_only and (
+                base is None
+                or len(text) - prefix - suffix > len(text) // 4
+                or self._costly_move(file, text, base, prefix, suffix)
+            ):
+                return None
+            made = None if base is None else self._splice(file, text, base, prefix, suffix)
+            if made is None:
+                cuts = _cuts(text)
+                if cuts is None:
+                    return None
+                made = self._pieces(file, text, cuts, 0, 1)
+            cuts, results = made
+            sections = tuple(chain.from_iterable([r.sections for r in results]))
+            found = tuple(chain.from_iterable([r.diagnostics for r in results]))
+            new = _Base(text, cuts, results, ParsedConfig(file, sections, ()), found)
+            self._remember(file, new, base)
+            return new.parsed, new.diagnostics
+
+    def _nearest(self, file: str, text: str) -> tuple[_Base | None, int, int]:
+        """The base of ``file`` sharing the most of ``text`` at its start and end, with the
+        lengths shared (the two never overlap)."""
+        best: tuple[_Base | None, int, int] = (None, 0, 0)
+        for base in self.bases.get(file, ()):
+            prefix = common_prefix(text, base.text)
+            if prefix == len(text) == len(base.text):
+                return base, prefix, 0
+            suffix = common_suffix(text, base.text, min(len(text), len(base.text)) - prefix)
+            if best[0] is None or prefix + suffix > best[1] + best[2]:
+                best = (base, prefix, suffix)
+        return best
+
+    def _remember(self, file: str, new: _Base, used: _Base | None) -> None:
+        """Keep ``new`` first and the base it came from second: during an admission burst
+        every proposal is closest to the live configuration, which must stay."""
+        kept = [new]
+        if used is not None and used is not new:
+            kept.append(used)
+        for base in self.bases.get(file, ()):
+            if len(kept) >= self.bases_per_file:
+                break
+            if base is not new and base is not used:
+                kept.append(base)
+        if file not in self.bases and len(self.bases) >= _BASE_FILES:
+            del self.bases[next(iter(self.bases))]
+        self.bases[file] = kept
+
+    def _splice(
+        self, file: str, text: str, base: _Base, prefix: int, suffix: int
+    ) -> tuple[list[int], list[_ChunkResult]] | None:
+        """``text`` read as ``base`` with its middle replaced: the pieces wholly inside the
+        shared start are the base's, those of the shared end the base's moved by the change
+        in line count, and the text between is cut and looked up. None when the middle must
+        be read sequentially (then so must the whole text).
+
+        Why the borders are safe: a cut is decided by the line it starts and the newline
+        before it. A base piece whose *next* piece also ends inside the shared start has its
+        own text and both its borders' header lines there, so it is the same piece of
+        ``text``; the scan restarts at the start of the first piece that is not. A base cut
+        whose preceding newline lies in the shared end is a cut of ``text`` at the same
+        distance from the end, and so is every later one.
+        """
+        cuts, results = base.cuts, base.results
+        moved = len(text) - len(base.text)
+        keep, start, tail, end = _borders(base, text, prefix, suffix)
+        middle = _cuts(text, start, end)
+        if middle is None:
+            return None
+        made = self._pieces(file, text, middle, start, results[keep].start)
+        new_cuts = cuts[:keep] + made[0]
+        new_results = results[:keep] + made[1]
+        if tail < len(cuts):
+            shift = results[keep].start + text.count("\n", start, end) - results[tail].start
+            new_cuts += [c + moved for c in cuts[tail:]]
+            if shift == 0:
+                new_results += results[tail:]
+            else:
+                at = end
+                for i in range(tail, len(cuts)):
+                    nxt = cuts[i] + moved
+                    piece = self._get(file, text[at:nxt], results[i].start + shift)
+                    new_results.append(piece)
+                    at = nxt
+        return new_cuts, new_results
+
+    def _costly_move(self, file: str, text: str, base: _Base, prefix: int, suffix: int) -> bool:
+        """Whether splicing would build new objects for more than half the base's pieces:
+        the pieces of the shared end change lines, and the first of them is not known at its
+        new line yet (then the others are most likely not either). Building them costs about
+        what the lean reading of the whole file does, so the lean gate does not wait for it
+        before ``haproxy -c`` may start; the stage's own parse does it."""
+        keep, start, tail, end = _borders(base, text, prefix, suffix)
+        cuts, results = base.cuts, base.results
+        if tail >= len(cuts) or 2 * (len(cuts) - tail) <= len(cuts):
+            return False
+        line = results[keep].start + text.count("\n", start, end)
+        if line == results[tail].start:
+            return False
+        at = self.current.get((file, text[end : cuts[tail] + len(text) - len(base.text)]))
+        return at is None or line not in at
+
+    def _pieces(
+        self, file: str, text: str, cuts: list[int], start: int, first_line: int
+    ) -> tuple[list[int], list[_ChunkResult]]:
+        """The pieces of ``text`` from ``start`` ending at ``cuts``, the first on line
+        ``first_line``."""
+        out = []
+        line = first_line
+        prev = start
+        for pos in cuts:
+            chunk = text[prev:pos]
+            out.append(self._get(file, chunk, line))
+            line += chunk.count("\n")
+            prev = pos
+        return list(cuts), out
 
     def _get(self, file: str, chunk: str, start: int) -> _ChunkResult:
         key = (file, chunk)
@@ -213,8 +360,38 @@ class _ChunkCache:
         return hit
 
     def clear(self) -> None:
-        self.current.clear()
-        self.previous.clear()
+        with self._lock:
+            self.current.clear()
+            self.previous.clear()
+            self.bases.clear()
+
+
+def _borders(base: _Base, text: str, prefix: int, suffix: int) -> tuple[int, int, int, int]:
+    """How ``text`` splits against ``base`` (see ``_ChunkCache._splice``): the number of base
+    pieces taken as they are, where the middle starts and ends in ``text``, and the first base
+    piece of the shared end (``len(base.cuts)`` when there is none)."""
+    cuts = base.cuts
+    keep = max(bisect_right(cuts, prefix) - 1, 0)
+    start = cuts[keep - 1] if keep else 0
+    tail = min(bisect_left(cuts, len(base.text) - suffix + 1) + 1, len(cuts))
+    end = cuts[tail - 1] + len(text) - len(base.text) if tail < len(cuts) else len(text)
+    return keep, start, tail, end
+
+
+@dataclass(slots=True)
+class _Base:
+    """One chunked parse kept to splice the next texts of its file from."""
+
+    text: str
+    cuts: list[int]
+    results: list[_ChunkResult]
+    """One per piece, in order: the piece ending at ``cuts[i]`` starts at ``results[i].start``."""
+    parsed: ParsedConfig
+    diagnostics: tuple[Diagnostic, ...]
+
+
+#: Files with bases at most (a controller renders one or two configuration files).
+_BASE_FILES = 8
 
 
 _CACHE = _ChunkCache()

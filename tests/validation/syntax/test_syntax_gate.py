@@ -34,6 +34,7 @@ from controller.validation.syntax import (
     parse,
     policy,
 )
+from controller.validation.syntax import parser as parser_module
 from controller.validation.syntax.gate import lean_gate, lean_reading
 from controller.validation.syntax.stage import _for_any_version
 from tests.validation.syntax.syntax_kit import fileset as corpus_fileset
@@ -333,7 +334,40 @@ def test_the_gate_declines_what_it_cannot_read_plainly() -> None:
         BASE + "    x\x00\n",
     ):
         assert lean_reading(text, "haproxy.cfg") is None, repr(text)
+        parser_module._CACHE.clear()  # no earlier parse to take the full one from
         assert not lean_gate(_with_config(text, FILES))
+
+
+#: Plain sections around an edit, so that the edit is a small part of the text.
+PAD = "".join(f"backend pad{i}\n    server s 127.0.0.1:{i + 1}\n" for i in range(60))
+
+
+def test_near_an_earlier_parse_the_gate_reads_the_full_parse() -> None:
+    """After a parse of a close text the gate judges the full parse itself (a scope line is
+    then no obstacle), and declines whatever has a syntax diagnostic."""
+    parser_module._CACHE.clear()
+    parse(BASE, "haproxy.cfg")
+    text = BASE + "    [scope]\n"
+    assert lean_gate(_with_config(text, FILES))
+    assert _stage_findings(text, frozenset(), FILES) == []
+    for bad in (BASE + '    log "open\n', BASE.rstrip("\n"), BASE + "maxconn\n    lua-load x\n"):
+        parse(BASE, "haproxy.cfg")
+        assert not lean_gate(_with_config(bad, FILES)), repr(bad)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_config(_any_line), _config(_any_line), _allow)
+def test_gate_clean_near_an_earlier_parse_means_the_stage_finds_nothing(
+    before: str, after: str, allow: set[str]
+) -> None:
+    """The gate's full-parse path: a text spliced from an earlier one (the two share their
+    start) is cleared only when the stage finds no policy or file-reference error."""
+    allowed = frozenset(allow)
+    parser_module._CACHE.clear()
+    parse(BASE + PAD + before + "\n" + PAD, "haproxy.cfg")
+    text = BASE + PAD + after + "\n" + PAD
+    if lean_gate(_with_config(text, FILES), allowed):
+        assert _stage_findings(text, allowed, FILES) == []
 
 
 def test_a_program_section_is_refused_unless_allowed() -> None:
