@@ -10,6 +10,9 @@ closes on exec (``CLOEXEC``) and otherwise carries the error, like Popen's own.
 A worker thread running Popen would not help: each of its many releases of the interpreter
 lock waits for the busy event loop's thread to hand it back (up to the 5 ms switch
 interval), which measured slower than waiting in place.
+
+A large controller does not fork itself: a small helper forks for it (``spawner``), and the
+child, still this process's own, runs the same :func:`_child`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.validation.sandbox.plan import Plan
+from controller.validation.sandbox.spawner import request_fork
 
 __all__ = ["Spawned", "exec_error", "spawn"]
 
@@ -52,9 +56,11 @@ def spawn(argv: Sequence[str], workdir: str, plan: Plan) -> Spawned:
         fds += [st_r, st_w]
         program = os.fsencode(argv[0])
         args = [os.fsencode(a) for a in argv]
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child's coverage is not collected
-            _child(program, args, workdir, plan, devnull, out_w, err_w, st_w)
+        pid = request_fork(program, args, workdir, plan, (devnull, out_w, err_w, st_w))
+        if pid is None:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child's coverage is not collected
+                _child(program, args, workdir, plan, devnull, out_w, err_w, st_w)
     except BaseException:
         for fd in fds:
             with contextlib.suppress(OSError):

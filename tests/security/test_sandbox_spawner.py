@@ -1,0 +1,133 @@
+"""The spawn helper (``spawner``) keeps every property of an in-process fork.
+
+A large controller has its sandboxed programs forked by a small helper process, with
+``CLONE_PARENT`` so that they are still the controller's children. Every test of how the
+sandbox starts its program (``test_sandbox_spawn``), of its limits and clean-up
+(``test_sandbox_limits``) and of its isolation against an escaping ``lua-load``
+(``test_sandbox_escape``) runs here once more with the helper forced on; the tests below
+check what is particular to the helper.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.render import FileSet
+from controller.validation.sandbox import (
+    Isolation,
+    SandboxError,
+    SandboxPolicy,
+    run_sandboxed,
+    spawner,
+)
+from controller.validation.sandbox.plan import Plan
+from controller.validation.sandbox.spawn import spawn
+from tests.security.test_sandbox_escape import (  # noqa: F401 - run again, through the helper
+    test_control_without_isolation_does_escape,
+    test_environment_is_empty,
+    test_lua_cannot_escape,
+    test_only_the_sandbox_directory_is_visible,
+)
+from tests.security.test_sandbox_limits import (  # noqa: F401 - run again, through the helper
+    listener,
+    test_a_child_killed_before_it_made_its_own_session_dies,
+    test_a_process_that_leaves_the_session_is_killed_too,
+    test_cancellation_kills_the_check,
+    test_cancellation_right_after_the_fork_kills_the_program_at_once,
+    test_network_is_closed,
+    test_output_is_capped,
+    test_process_limit_stops_fork_bombs,
+    test_timeout_kills_the_whole_process_group,
+    test_without_network_the_resolver_sees_only_the_loopback_stub,
+)
+from tests.security.test_sandbox_spawn import (  # noqa: F401 - run again, through the helper
+    test_a_broken_pipe_ends_the_writer_by_signal,
+    test_a_program_that_cannot_be_started_is_a_set_up_error,
+    test_a_write_past_the_file_size_limit_kills_the_writer,
+    test_an_exec_that_fails_says_why,
+    test_the_child_gets_only_stdin_stdout_and_stderr_and_no_environment,
+    test_the_child_is_a_session_leader,
+)
+
+pytestmark = pytest.mark.haproxy
+
+TOOLS = SandboxPolicy(exec_system=True)
+
+
+@pytest.fixture(autouse=True)
+def through_the_helper() -> Iterator[int]:
+    spawner.set_mode("always")
+    assert spawner.start_helper(timeout=20)
+    pid = spawner.helper_pid()
+    assert pid is not None
+    yield pid
+    spawner.set_mode("auto")
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])
+
+
+def test_the_helper_forks_a_child_of_this_process(tmp_path: Path, through_the_helper: int) -> None:
+    plan = Plan(limits=[], workdir=str(tmp_path), isolation=Isolation(), uid=None)
+    child = spawn(["/bin/sleep", "5"], str(tmp_path), plan)
+    try:
+        assert child.pid != through_the_helper
+        assert _parent_of(child.pid) == os.getpid()
+        assert _parent_of(through_the_helper) == os.getpid()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        os.waitpid(child.pid, 0)  # ours to reap: it would raise for another's child
+        for fd in (child.stdout, child.stderr, child.status):
+            os.close(fd)
+
+
+def test_the_helper_holds_nothing_but_its_socket(through_the_helper: int) -> None:
+    fds = os.listdir(f"/proc/{through_the_helper}/fd")
+    assert len(fds) == 4  # stdin and stdout on /dev/null, stderr, the socket
+    assert os.getsid(through_the_helper) == through_the_helper
+
+
+def test_a_forked_process_does_not_use_the_parents_helper() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(write, b"none" if spawner.helper_pid() is None else b"kept")
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as f:
+        assert f.read() == b"none"
+    assert spawner.helper_pid() is not None
+
+
+async def test_a_dead_helper_is_given_up_and_this_process_forks_again(
+    through_the_helper: int,
+) -> None:
+    os.kill(through_the_helper, signal.SIGKILL)
+    time.sleep(0.1)
+    with pytest.raises(SandboxError, match="spawn helper failed"):
+        await run_sandboxed(["/bin/true"], FileSet(), timeout=5, policy=TOOLS)
+    result = await run_sandboxed(["/bin/echo", "ok"], FileSet(), timeout=5, policy=TOOLS)
+    assert (result.returncode, result.stdout) == (0, "ok\n")
+    assert spawner.helper_pid() is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(through_the_helper, os.WNOHANG)  # reaped when given up
+
+
+def test_a_small_process_starts_no_helper() -> None:
+    spawner.set_mode("auto")
+    plan = Plan(limits=[], workdir="/", isolation=Isolation(), uid=None)
+    child = spawn(["/bin/true"], "/", plan)
+    os.waitpid(child.pid, 0)
+    for fd in (child.stdout, child.stderr, child.status):
+        os.close(fd)
+    assert spawner.helper_pid() is None
