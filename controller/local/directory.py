@@ -314,7 +314,9 @@ class DirectoryAdapter:
         return True
 
     def _read(self, path: Path, sig: Signature) -> None:
-        manifests, problems = load_file(path)
+        # Frozen as the store keeps them: the store then holds these very objects, and the
+        # copy kept here (for a broken file, and for claims that fall back) costs nothing.
+        manifests, problems = load_file(path, frozen=True)
         self.stats["files_read"] += 1
         old = self._files.get(path)
         if problems:

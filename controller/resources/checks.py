@@ -155,8 +155,8 @@ def check_raw_watched(doc: Mapping[str, Any]) -> list[Diagnostic]:
         ignore_fields = entry.get("ignoreFields", [])
         out += _collection_paths(
             str(name),
-            index_by if isinstance(index_by, list) else [],
-            ignore_fields if isinstance(ignore_fields, list) else [],
+            list(index_by) if isinstance(index_by, list | tuple) else [],
+            list(ignore_fields) if isinstance(ignore_fields, list | tuple) else [],
             None,
         )
         out += _field_selector(str(name), entry.get("fieldSelector"), None)

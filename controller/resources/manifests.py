@@ -14,7 +14,7 @@ Large inputs (``htc validate`` over thousands of objects) take a fast path: liby
 the nodes, and one walk builds each document's value, already frozen for the store when the
 caller asks (see :func:`load_manifests`). Anything that path is not sure about (anchors, tags,
 merge keys, duplicate keys, a YAML error) makes it read the file again the careful way, so
-values and diagnostics are the careful reader's.
+values and diagnostics are the careful reader's (frozen afterwards when the caller asked).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import yaml
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.resources.collection import object_ref
-from controller.resources.frozen import FrozenDict
+from controller.resources.frozen import FrozenDict, freeze
 from controller.spec import MAX_NODES, PathKey, WatchedResource, read_documents
 from controller.spec.loader import _Loader as _ConfigLoader
 
@@ -85,9 +85,10 @@ def load_manifests(
 ) -> tuple[list[Manifest], list[Diagnostic]]:
     """Every object in ``paths`` (files or directories), and every problem found. Never raises.
 
-    ``frozen``: objects read by the fast path come as the store keeps them (read-only
-    mappings, tuples, interned keys and short strings), so that storing them does not copy
-    them again; for callers that only store or read them.
+    ``frozen``: objects come as the store keeps them (read-only mappings, tuples, interned
+    keys and short strings), so that storing them does not copy them again and a caller
+    that keeps what it read (``htc local``'s directory adapter) shares it with the store
+    instead of holding a second copy; for callers that only store or read them.
     """
     manifests: list[Manifest] = []
     diagnostics: list[Diagnostic] = []
@@ -159,6 +160,8 @@ def parse_yaml(
         docs, problems = read_documents(text, str(file))
         if problems:
             return [], problems
+        if frozen:
+            docs = [(freeze(doc), lines) for doc, lines in docs]
     out: list[Manifest] = []
     diags: list[Diagnostic] = []
     for doc, lines in docs:
@@ -190,7 +193,8 @@ def _collect(
         return
     if defaults is not None:
         api_version, kind = defaults
-        doc = {"apiVersion": api_version, "kind": kind, **doc}
+        full = {"apiVersion": api_version, "kind": kind, **doc}
+        doc = FrozenDict(full) if isinstance(doc, FrozenDict) else full
     kind = doc.get("kind")
     if (
         isinstance(kind, str)

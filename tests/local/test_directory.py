@@ -112,6 +112,16 @@ def test_load_initial_reads_config_then_objects(root: Path) -> None:
     assert rec.reports == [[]]  # reported once, even when empty
 
 
+def test_the_store_holds_the_objects_the_adapter_read(root: Path) -> None:
+    # One copy per object: the adapter keeps what it read (for broken files and duplicate
+    # claims) and the store stores those very objects, read frozen, instead of copies.
+    ad = adapter(root, Recorder())
+    ad.load_initial()
+    [state] = [s for p, s in ad._files.items() if p.name == "a.yaml"]
+    stored = {o["metadata"]["name"]: o for o in ad.store["services"].list()}
+    assert all(stored[m.obj["metadata"]["name"]] is m.obj for m in state.objects)
+
+
 def test_add_edit_remove_files_and_objects(root: Path) -> None:
     rec = Recorder()
     ad = adapter(root, rec)
@@ -421,7 +431,7 @@ def test_an_unexpected_error_is_reported_and_the_next_sync_starts_over(
     ad.load_initial()
     real = directory.load_file  # type: ignore[attr-defined]
 
-    def failing(path: Path) -> Any:
+    def failing(path: Path, **_options: Any) -> Any:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(directory, "load_file", failing)  # fault injection: no real fault exists

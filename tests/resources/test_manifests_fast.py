@@ -8,6 +8,7 @@ import pytest
 
 from controller.resources import FrozenDict, Store, load_manifests, thaw
 from controller.resources import manifests as m
+from controller.spec import WatchedResource
 from controller.spec.loader import read_documents
 
 PLAIN = """\
@@ -78,6 +79,32 @@ def test_list_items_keep_their_lines(tmp_path: Path) -> None:
 )
 def test_unsure_documents_go_to_the_careful_reader(text: str) -> None:
     assert m._fast_read(text, frozen=True) is None
+
+
+def test_the_careful_reader_freezes_when_asked(tmp_path: Path) -> None:
+    # An anchor sends the file to the careful reader; frozen, its objects come as the store
+    # keeps them all the same (the directory adapter keeps what it read next to the store).
+    path = tmp_path / "anchored.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: a, labels: &l {app: a}}\n"
+        "spec: {selector: *l, ports: [{port: 80}]}\n"
+    )
+    [plain], _ = load_manifests([path])
+    [frozen], problems = load_manifests([path], frozen=True)
+    assert not problems and thaw(frozen.obj) == plain.obj and frozen.line == 1
+    assert isinstance(frozen.obj, FrozenDict) and isinstance(frozen.obj["spec"]["ports"], tuple)
+    assert isinstance(frozen.obj["spec"]["selector"], FrozenDict)
+    store = Store({"services": WatchedResource(api_version="v1", kind="Service")})
+    store.apply("services", frozen.obj)
+    assert store["services"].get_single("", "a") is frozen.obj  # stored as read, not copied
+
+
+def test_typed_list_items_stay_frozen(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("apiVersion: v1\nkind: ServiceList\nitems:\n- metadata: {name: a}\n")
+    [item], problems = load_manifests([path], frozen=True)
+    assert not problems and isinstance(item.obj, FrozenDict)
+    assert item.obj["kind"] == "Service" and item.obj["apiVersion"] == "v1"
 
 
 def test_a_duplicate_key_is_still_refused_with_its_line(tmp_path: Path) -> None:
