@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import ssl
 import statistics
@@ -68,6 +69,7 @@ from controller.testbed import cluster  # noqa: E402
 from controller.testbed.tls import serving_certs  # noqa: E402
 from controller.triggers import default_engine  # noqa: E402
 from controller.triggers.admission import AdmissionJudge  # noqa: E402
+from controller.validation.rules import pool as rules_pool  # noqa: E402
 
 QUICKSTART = ROOT / "examples" / "quickstart" / "config.yaml"
 
@@ -99,6 +101,15 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[f
     if not answer["allowed"]:
         print("denied:", answer["status"]["message"][:300], file=sys.stderr)
     return (time.perf_counter() - t0) * 1000, bool(answer["allowed"])
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its reaped children (forked rule workers, haproxy)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pct(values: list[float], q: float) -> float:
@@ -198,13 +209,19 @@ async def measure(
                 ms, ok = await post(session, url, review(f"s{k}", "UPDATE", new, ingress(k % n)))
                 assert ok, "a valid proposal was denied"
                 single.append(ms)
-            unchanged = []
+            unchanged, unchanged_cpu = [], []
+            before = rules_pool.stats()
             for k in range(50):
                 other = ingress(n + 10_000 + k)
                 other["spec"]["ingressClassName"] = "someone-else"
+                cpu0, worker0 = cpu_seconds(), rules_pool.stats()["cpuUs"]
                 ms, ok = await post(session, url, review(f"u{k}", "CREATE", other, None))
                 assert ok
                 unchanged.append(ms)
+                worker = (rules_pool.stats()["cpuUs"] - worker0) / 1e6
+                unchanged_cpu.append((cpu_seconds() - cpu0 + worker) * 1000)
+            after = rules_pool.stats()
+            worker_batches = {k: after[k] - before[k] for k in ("jobs", "fallbacks")}
             # HTTPS, aiohttp and JSON alone: a kind this controller does not judge is answered
             # without a render, so this is what every answer pays before any judgement.
             transport = []
@@ -262,6 +279,9 @@ async def measure(
         "transportP50Ms": pct(transport, 0.5),
         "unchangedP50Ms": pct(unchanged, 0.5),
         "unchangedP99Ms": pct(unchanged, 0.99),
+        "unchangedCpuP50Ms": pct(unchanged_cpu, 0.5),
+        "unchangedRuleBatches": worker_batches,
+        "loadAverage": round(os.getloadavg()[0], 2),
         "haproxyMs": round(hms, 1),
         "cores": cores,
         "floorMs": round(concurrency * hms / cores, 1),

@@ -59,6 +59,11 @@ def make_spec(
     return HAProxyTemplateConfigSpec.model_validate(doc)
 
 
+def ingress_rules(*rules: dict[str, Any]) -> dict[str, Any]:
+    """``watchedResources`` with one collection, Ingresses, validated by ``rules``."""
+    return {"ingresses": {**INGRESSES, "validate": {"rules": list(rules)}}}
+
+
 def filled_store(
     spec: HAProxyTemplateConfigSpec, fixtures: Mapping[str, list[dict[str, Any]]] | None = None
 ) -> Store:

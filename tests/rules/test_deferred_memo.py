@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.render import Renderer, RenderResult
+from controller.resources import Store
 from controller.validation import StageContext
 from controller.validation.rules import RuleSet, RulesStage
 from tests.rules.rules_helpers import INGRESSES, filled_store, ingress, make_spec, rule
@@ -76,18 +77,23 @@ def test_a_long_lived_stage_finds_what_a_fresh_one_finds(
     renderer = Renderer(spec)
     extra: dict[str, Any] = {}
     for op, i, v in steps:
-        if op == "ingress":
-            store.apply(
-                "ingresses", ingress(f"i{i}", *(f"h{(i + v + k) % 4}" for k in range(v % 4 + 1)))
-            )
-        elif op == "delete":
-            store.delete("ingresses", ("default", f"i{i}"))
-        elif op == "class":
-            store.apply("ingressclasses", {**CLASSES, "metadata": {"name": f"i{v}"}})
-        else:
-            extra = {"prefix": "i" if v % 2 else "x", "strict": v % 3 == 0}
+        extra = apply_step(store, op, i, v, extra)
         render = renderer.render(store.snapshot(), extra_context=extra)
         assert _check(stage, render) == _check(RulesStage(rs), render), (op, i, v)
+
+
+def apply_step(store: Store, op: str, i: int, v: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """One step of :data:`ops` on ``store``; the extraContext after it."""
+    if op == "ingress":
+        hosts = (f"h{(i + v + k) % 4}" for k in range(v % 4 + 1))
+        store.apply("ingresses", ingress(f"i{i}", *hosts))
+    elif op == "delete":
+        store.delete("ingresses", ("default", f"i{i}"))
+    elif op == "class":
+        store.apply("ingressclasses", {**CLASSES, "metadata": {"name": f"i{v}"}})
+    else:
+        extra = {"prefix": "i" if v % 2 else "x", "strict": v % 3 == 0}
+    return extra
 
 
 def test_unchanged_objects_are_not_judged_again() -> None:

@@ -7,12 +7,13 @@ incomplete (``analysis_incomplete`` with a budget record), never a pass:
   all comprehensions of one evaluation; fixed by the binding).
 * ``ruleTime`` — CPU seconds of evaluation per run (one render's inline rules, or one
   pipeline run's deferred rules); 2 s unless the spec sets it (:func:`time_budget_of`). A
-  batch that may be expensive runs in a forked child that the kernel stops once it has used
-  the remaining budget (and that is killed if the scheduler starves it far past that in
-  wall time, see ``isolate.py``); a cheap batch runs in-process and the CPU time of its
-  thread is charged afterwards. CPU time, not wall time: a verdict must not depend on how
-  busy the node's other processes keep its cores.
-* ``ruleMemory`` — address space the child may add (1 GiB).
+  batch that may be expensive runs in another process that the kernel stops once it has
+  used the remaining budget (and that is killed if the scheduler starves it far past that
+  in wall time): a long-lived evaluation worker when its inputs are small and one is idle
+  (``pool.py``), else a fork of this process (``isolate.py``). A cheap batch runs
+  in-process and the CPU time of its thread is charged afterwards. CPU time, not wall
+  time: a verdict must not depend on how busy the node's other processes keep its cores.
+* ``ruleMemory`` — address space the worker or child may add (1 GiB).
 
 "Cheap" means few evaluations of programs whose work is bounded by the expression's size
 (at most 4,096 characters, 32 levels of nesting) times the input, which the deadline cannot
@@ -44,11 +45,13 @@ from controller.validation.rules.isolate import (
     WorkerFailed,
     run_isolated,
 )
+from controller.validation.rules.pool import Job, Unavailable, run_in_worker
 
 __all__ = [
     "DEFAULT_TIME_BUDGET",
     "CancelSignal",
     "Isolation",
+    "Job",
     "RunBudget",
     "WorkerCancelled",
     "execute",
@@ -116,8 +119,13 @@ def execute(
     budget: RunBudget,
     isolation: Isolation,
     cancel: CancelSignal | None = None,
+    job: Job[T] | None = None,
 ) -> T | None:
     """``fn()``, or None when the run's budget ran out (then ``budget.exhausted`` says how).
+
+    ``job`` is the same computation in a form a long-lived worker can take (``pool.py``);
+    an isolated batch runs there when one is idle and the inputs are small, and in a fork
+    of this process otherwise, under the same limits either way.
 
     A worker that fails for another reason than time or memory raises RuntimeError: that is
     a bug, reported as an internal error by the caller. ``cancel`` set while a worker runs
@@ -144,7 +152,7 @@ def execute(
                 return None
             budget.used += spent
             return result
-        result = run_isolated(fn, budget.remaining, cancel=cancel, usage=usage)
+        result = _isolated(fn, job, budget.remaining, cancel, usage)
     except WorkerDeadline:
         budget.used += usage.cpu
         budget.exhausted = _time(budget)
@@ -159,6 +167,21 @@ def execute(
         return None
     budget.used += usage.cpu
     return result
+
+
+def _isolated(
+    fn: Callable[[], T],
+    job: Job[T] | None,
+    timeout: float,
+    cancel: CancelSignal | None,
+    usage: Usage,
+) -> T:
+    if job is not None:
+        try:
+            return run_in_worker(job, timeout, cancel=cancel, usage=usage)
+        except Unavailable:
+            usage.cpu = 0.0  # not taken, or taken back: the fork alone is charged
+    return run_isolated(fn, timeout, cancel=cancel, usage=usage)
 
 
 def _time(budget: RunBudget) -> BudgetExhaustion:

@@ -110,6 +110,17 @@ class Program:
     result_type: str
     """The checker's type name: BOOL, STRING, DYN, …"""
 
+    def __reduce__(self) -> tuple[Any, tuple[str, bytes, str]]:
+        """Pickled as the binding serializes the checked expression: the evaluation worker
+        (``pool.py``) receives a rule set's programs this way, once per worker."""
+        return (_program, (self.source, self.expression.serialize(), self.result_type))
+
+
+def _program(source: str, checked: bytes, result_type: str) -> Program:
+    """A :class:`Program` of :func:`full_env` from its serialized form (every stored rule's
+    program is compiled there, so its functions resolve the same way)."""
+    return Program(source, full_env().deserialize(checked), result_type)
+
 
 def _clean(text: str) -> tuple[str, int | None, int | None]:
     """The checker's first error, without the status prefix and suffix, the ``<input>:L:C:``

@@ -14,6 +14,7 @@ decided when its owner renders.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ __all__ = ["CompiledRule", "Locator", "Owner", "OwnerKind", "PathKey", "RuleSet"
 
 T = TypeVar("T")
 _MISSING: Any = object()
+_TOKENS = itertools.count(1)
 
 PathKey = tuple[str | int, ...]
 Locator = Callable[[PathKey], Location | None]
@@ -140,6 +142,13 @@ class RuleSet:
     extra_context: Mapping[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
     _all_pass: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    token: int = field(default_factory=_TOKENS.__next__, repr=False, compare=False)
+    """This rule set's name in the evaluation worker (``pool.py``): sent there once, then
+    referred to by this number."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy: another thread may add a combined program while this one pickles.
+        return {**self.__dict__, "_all_pass": dict(self._all_pass)}
 
     @classmethod
     def from_spec(cls, spec: HAProxyTemplateConfigSpec, locate: Locator | None = None) -> RuleSet:

@@ -41,6 +41,7 @@ from controller.validation.rules.cel import (
 )
 from controller.validation.rules.compiled import CompiledRule, RuleSet
 from controller.validation.rules.judge import State, judge, output_value
+from controller.validation.rules.pool import Job
 
 __all__ = [
     "Batch",
@@ -197,6 +198,14 @@ _OutputKey = tuple[str, str, bytes]
 """(output name, deploy path, digest of the content): everything ``self`` of an output is."""
 
 
+def _judge_output(ruleset: RuleSet, name: str, path: str, content: str) -> Batch:
+    """The inline rules of output ``name`` on its rendered ``content`` (a :class:`Job`)."""
+    rules = ruleset.inline_for(ruleset.outputs[name])
+    selves = [(output_value(name, path, content), "", None)]
+    combined = ruleset.all_pass(f"output:{name}", rules, all_pass_program)
+    return judge_many(rules, selves, {}, Location(file=path), combined=combined)
+
+
 class OutputMemo:
     """Inline verdicts of outputs by content, shared by the renders of one rule set.
 
@@ -297,13 +306,13 @@ class InlineRules:
             self._count(Batch(counters=known[1]))
             return list(known[0])
         location = Location(file=out.path)
-        selves = [(output_value(name, out.path, out.content), "", None)]
-        combined = self.ruleset.all_pass(f"output:{name}", tuple(rules), all_pass_program)
+        job = Job(_judge_output, (self.ruleset, name, out.path, out.content), self.ruleset)
         batch = execute(
-            lambda: judge_many(rules, selves, {}, location, combined=combined),
+            job,
             cheap=is_cheap(rules, len(rules)),
             budget=self.budget,
             isolation=self.isolation,
+            job=job,
         )
         if batch is None:
             assert self.budget.exhausted is not None
@@ -432,6 +441,21 @@ def _describe(obj: Mapping[str, Any]) -> tuple[str, ObjectRef | None]:
     return subject_of(obj), _ref(obj)
 
 
+def _judge_objects(ruleset: RuleSet, name: str, todo: Sequence[Mapping[str, Any]]) -> Batch:
+    """The inline rules of collection ``name`` on ``todo`` (a :class:`Job`). The objects
+    are converted where they are judged: in a worker, the conversion is the worker's."""
+    rules = ruleset.inline_for(ruleset.collections[name])
+    combined = ruleset.all_pass(f"collection:{name}", rules, all_pass_program)
+    return judge_many(
+        rules,
+        _Converted(todo),
+        {},
+        None,
+        combined=combined,
+        describe=lambda k: _describe(todo[k]),
+    )
+
+
 def check_objects(
     ruleset: RuleSet,
     objects: Mapping[str, Iterable[Mapping[str, Any]]],
@@ -461,38 +485,16 @@ def check_objects(
             memo.lookup(name, objs, keys) if memo is not None else [None] * len(objs)
         )
         todo = [objs[i] for i, v in enumerate(verdicts) if v is None]
-        combined = ruleset.all_pass(f"collection:{name}", rules, all_pass_program)
-
-        def judged(
-            rules: Sequence[CompiledRule] = rules,
-            todo: list[Any] = todo,
-            combined: Program | None = combined,
-        ) -> Batch:
-            # Converted where they are judged: in a worker, the conversion is the worker's.
-            selves = _Converted(todo)
-
-            def describe(k: int) -> tuple[str, ObjectRef | None]:
-                return _describe(todo[k])
-
-            return judge_many(
-                rules,
-                selves,
-                {},
-                None,
-                combined=combined,
-                describe=describe,
-            )
-
-        result = (
-            execute(
-                judged,
+        result: Batch | None = Batch()
+        if todo:
+            job = Job(_judge_objects, (ruleset, name, todo), ruleset)
+            result = execute(
+                job,
                 cheap=is_cheap(rules, len(rules) * len(todo)),
                 budget=budget,
                 isolation=isolation,
+                job=job,
             )
-            if todo
-            else Batch()
-        )
         if result is None:
             assert budget.exhausted is not None
             total.diagnostics.append(

@@ -33,6 +33,7 @@ __all__ = [
     "WorkerCancelled",
     "WorkerDeadline",
     "WorkerFailed",
+    "address_space",
     "run_isolated",
 ]
 
@@ -114,7 +115,8 @@ class WorkerFailed(Exception):
         self.memory = memory
 
 
-def _address_space() -> int | None:
+def address_space() -> int | None:
+    """This process's address space in bytes (what ``RLIMIT_AS`` limits), or None."""
     try:
         with open("/proc/self/statm") as f:
             pages = int(f.read().split()[0])
@@ -138,7 +140,7 @@ def _child(fn: Callable[[], object], w: int, headroom: int | None, cpu: float) -
         signal.signal(signal.SIGPROF, signal.SIG_DFL)
         signal.setitimer(signal.ITIMER_PROF, max(cpu, 0.001))
         if headroom is not None:
-            current = _address_space()
+            current = address_space()
             if current is not None:
                 limit = current + headroom
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -42,7 +42,9 @@ from controller.validation.rules.deferred import (
 )
 from controller.validation.rules.inline import budget_diagnostic, content_key, subject_of
 from controller.validation.rules.judge import Judgement, output_value
+from controller.validation.rules.pool import Job
 from controller.validation.rules.refs import ANY, EXTRA
+from controller.validation.rules.sent import sent_inputs
 from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["RulesStage", "deferred_inputs"]
@@ -100,6 +102,10 @@ class _Selves(Sequence[tuple[Any, str, Any]]):
             found = self._done[i] = (to_cel(o), subject_of(o), _safe_ref(o))
         return found
 
+    @property
+    def converted(self) -> Mapping[int, tuple[Any, str, Any]]:
+        return self._done
+
 
 def deferred_inputs(
     ruleset: RuleSet, render: RenderResult, *, lazy: bool = False
@@ -154,6 +160,10 @@ class _Outputs(Mapping[str, dict[str, Any] | None]):
             content = entry.content.decode("utf-8", errors="replace")
             found = self._done[name] = output_value(name, entry.path, content)
         return found
+
+    @property
+    def converted(self) -> Mapping[str, dict[str, Any]]:
+        return self._done
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries)
@@ -247,7 +257,9 @@ class RulesStage(Stage):
     ) -> None:
         """Convert here, not in the evaluation worker, everything an evaluation will read:
         conversion is not rule evaluation and must not eat the rules' time budget. What
-        only known judgements would read is not converted at all."""
+        only known judgements would read is not converted at all. An evaluation worker is
+        sent exactly what was converted here (``sent.py``)."""
+        readers: dict[int, CompiledRule] = {}
         for r, todo in pending:
             if not todo:
                 continue
@@ -255,8 +267,13 @@ class RulesStage(Stage):
                 selves = inputs.collections.get(r.owner.name, ())
                 for i in todo:
                     selves[i]
+                # The collection's rules are evaluated together on each object first
+                # (``deferred._Quick``), so that evaluation reads what any of them reads.
+                readers.update((id(g), g) for g in self.plan.order if g.owner == r.owner)
             else:
                 inputs.outputs[r.owner.name]
+            readers[id(r)] = r
+        for r in readers.values():
             names = self.ruleset.collections if ANY in r.refs.collections else r.refs.collections
             for n in names:
                 for i in range(len(inputs.collections.get(n, ()))):
@@ -395,7 +412,7 @@ class RulesStage(Stage):
         return digest.hexdigest()
 
     async def _in_worker(
-        self, work: Callable[[], DeferredResult], budget: RunBudget
+        self, work: Callable[[], DeferredResult], job: Job[DeferredResult], budget: RunBudget
     ) -> DeferredResult | None:
         """The forked evaluation, waited for in a thread so the event loop keeps running.
 
@@ -407,7 +424,13 @@ class RulesStage(Stage):
         cancel = CancelSignal()
         waiting = asyncio.ensure_future(
             asyncio.to_thread(
-                execute, work, cheap=False, budget=budget, isolation=self.isolation, cancel=cancel
+                execute,
+                work,
+                cheap=False,
+                budget=budget,
+                isolation=self.isolation,
+                cancel=cancel,
+                job=job,
             )
         )
         # Closed only when the thread is done with it, however this coroutine ends.
@@ -444,7 +467,9 @@ class RulesStage(Stage):
         if cheap or self.isolation is Isolation.NEVER:
             result = execute(work, cheap=cheap, budget=budget, isolation=self.isolation)
         else:
-            result = await self._in_worker(work, budget)
+            sent = sent_inputs(inputs, self.plan)
+            job = Job(evaluate_deferred, (self.ruleset, self.plan, sent), self.ruleset)
+            result = await self._in_worker(work, job, budget)
         if result is None:
             assert budget.exhausted is not None
             diagnostics.append(budget_diagnostic("deferred rules", budget.exhausted))

@@ -1,0 +1,543 @@
+"""Rule batches evaluated in a small long-lived process instead of a fork of this one.
+
+Why: ``isolate.py`` forks the whole controller for every batch that may be expensive. The
+evaluation of a few rules on one object takes well under a millisecond, but the fork of a
+process holding a store of 1,000 Ingresses does not: page tables, copy-on-write faults and
+the child's exit cost 8 ms of wall time for an empty batch and 15-25 ms for the admission
+webhook's (measured at 130 MB resident; the cost grows with the resident size). An ignored
+Ingress pays two such batches (its inline rules, and the deferred rules of its collection).
+
+So a batch whose inputs are small is sent, pickled, to a worker: a fresh interpreter of about
+60 MB started once (``worker.py``), not a fork of the parent. The limits are those of a forked
+child and are set by the worker for each batch alone:
+
+* CPU: ``ITIMER_PROF`` armed with the batch's remaining budget, whose signal terminates
+  the worker; a batch the scheduler starves is killed at ``timeout * WALL_FACTOR +
+  WALL_GRACE`` of wall time, as a fork is. CPU time, so a verdict does not depend on load;
+* memory: ``RLIMIT_AS`` at the worker's current address space plus the headroom, for the
+  batch's duration;
+* a worker that was killed, ran out of memory, was cancelled or grew by more than
+  :data:`RETIRE_GROWTH` is retired and a new one started: no batch inherits the heap a
+  hostile batch left behind.
+
+The worker's answer is the same as a fork's: it runs the same functions on the same values
+(``to_cel`` values pickle as plain dicts, lists and scalars), and a batch it cannot take
+(no idle worker, inputs over :data:`MAX_SHIPPED`, an input it was not sent) runs in a fork
+as before, its attempt not charged. Large batches fork on purpose: past a few hundred
+kilobytes, pickling costs the caller's thread as much as a fork.
+
+Workers start only in a process that keeps validating: once :data:`WARMUP` seconds have
+passed since its first isolated batch (``htc run``, the local loop, tests), so a one-shot
+command never pays a worker's start (half a second of imports) it would not use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from controller.validation.rules.compiled import CompiledRule, RuleSet
+from controller.validation.rules.isolate import (
+    MEMORY_HEADROOM,
+    WALL_FACTOR,
+    WALL_GRACE,
+    CancelSignal,
+    Usage,
+    WorkerCancelled,
+    WorkerDeadline,
+    WorkerFailed,
+)
+from controller.validation.rules.judge import Judgement, State
+
+__all__ = [
+    "MAX_SHIPPED",
+    "RETIRE_GROWTH",
+    "WARMUP",
+    "Frames",
+    "Job",
+    "Unavailable",
+    "Unshipped",
+    "configure",
+    "receive",
+    "resolve",
+    "run_in_worker",
+    "stats",
+    "warm",
+    "write_frame",
+]
+
+T = TypeVar("T")
+
+MAX_SHIPPED = 512 << 10
+"""Bytes of pickled inputs a batch may send to a worker (512 KiB); a larger one forks.
+Pickling holds the interpreter (about 14 µs per stored Ingress), and a large batch may run
+beside a render; the fork costs that thread little and the child pays the rest."""
+
+RETIRE_GROWTH = 256 << 20
+"""Resident bytes a worker may gain over what it had after its first batch before it is
+replaced (a batch may leave a heap that Python does not hand back)."""
+
+WARMUP = 5.0
+"""Seconds after a process's first isolated batch before it starts a worker."""
+
+MAX_RULESETS = 4
+"""Rule sets a worker keeps (one per spec in use: the running one, a proposed one)."""
+
+_HEADER = struct.Struct("!Q")
+_MAX_FAILED_STARTS = 3
+
+
+class Unavailable(Exception):
+    """No worker can take this batch; the caller forks instead."""
+
+
+class Unshipped(Exception):
+    """A batch read an input that was not sent to the worker (see ``stage.py``); the batch
+    runs in a fork instead. Not a LookupError, so no mapping protocol can swallow it."""
+
+
+@dataclass(frozen=True)
+class Job(Generic[T]):
+    """``fn(*args)`` for a worker: a module-level function and picklable arguments.
+
+    ``ruleset`` (also among the arguments, usually) is sent to a worker once and named by
+    its token afterwards, and so are its rules; a judgement with no diagnostic is sent by
+    its state. Everything else is pickled with the batch."""
+
+    fn: Callable[..., T]
+    args: tuple[Any, ...]
+    ruleset: RuleSet | None = None
+
+    def __call__(self) -> T:
+        return self.fn(*self.args)
+
+
+def write_frame(fd: int, data: bytes) -> None:
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Frames:
+    """Length-prefixed frames read from a pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buf = bytearray()
+
+    def take(self) -> bytes | None:
+        """A complete frame already read, or None."""
+        if len(self._buf) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self._buf)
+        end = _HEADER.size + size
+        if len(self._buf) < end:
+            return None
+        frame = bytes(self._buf[_HEADER.size : end])
+        del self._buf[:end]
+        return frame
+
+    def fill(self) -> bool:
+        """Read what the pipe has (it must be readable); False at end of file."""
+        chunk = os.read(self.fd, 1 << 16)
+        self._buf += chunk
+        return bool(chunk)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a batch; its rule set and rules as references to the copies the worker holds
+    (:func:`resolve`), a judgement without a diagnostic as its state. ``reducer_override``
+    rather than ``persistent_id``: it is not called for plain dicts, lists, tuples, strings
+    and numbers, which are nearly all of a batch's objects."""
+
+    def __init__(self, file: Any, ruleset: RuleSet | None) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._ruleset = ruleset
+        self._positions = _positions(ruleset) if ruleset is not None else {}
+
+    def reducer_override(self, obj: Any) -> Any:
+        tp = type(obj)
+        if tp is Judgement:
+            if obj.diagnostic is None:
+                return (resolve, ("judgement", obj.state.value))
+            return NotImplemented
+        if tp is CompiledRule:
+            pos = self._positions.get(id(obj))
+            return (resolve, ("rule", pos)) if pos is not None else NotImplemented
+        if obj is self._ruleset and obj is not None:
+            return (resolve, ("ruleset", 0))
+        return NotImplemented
+
+
+_RECEIVING: list[RuleSet | None] = [None]
+"""In a worker: the rule set of the batch being unpickled (one batch at a time)."""
+
+_JUDGEMENTS = {s.value: Judgement(s) for s in State}
+
+
+def resolve(tag: str, arg: Any) -> Any:
+    """In a worker: what :class:`_Pickler` sent as a reference."""
+    if tag == "judgement":
+        return _JUDGEMENTS[arg]
+    ruleset = _RECEIVING[0]
+    if ruleset is None:
+        raise pickle.UnpicklingError("the batch names a rule set it was not sent")
+    return ruleset if tag == "ruleset" else ruleset.rules[arg]
+
+
+def receive(data: bytes, ruleset: RuleSet | None) -> Any:
+    """In a worker: a batch pickled by :class:`_Pickler` for ``ruleset``."""
+    _RECEIVING[0] = ruleset
+    try:
+        return pickle.loads(data)
+    finally:
+        _RECEIVING[0] = None
+
+
+_POSITIONS: OrderedDict[int, tuple[RuleSet, dict[int, int]]] = OrderedDict()
+_POSITIONS_LOCK = threading.Lock()
+
+
+def _positions(ruleset: RuleSet) -> dict[int, int]:
+    """id(rule) → its index in ``ruleset.rules`` (the rule set is kept with it, so the ids
+    stay its rules')."""
+    with _POSITIONS_LOCK:
+        found = _POSITIONS.get(ruleset.token)
+        if found is not None:
+            _POSITIONS.move_to_end(ruleset.token)
+            return found[1]
+        positions = {id(r): i for i, r in enumerate(ruleset.rules)}
+        _POSITIONS[ruleset.token] = (ruleset, positions)
+        while len(_POSITIONS) > 2 * MAX_RULESETS:
+            _POSITIONS.popitem(last=False)
+        return positions
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Capped(io.RawIOBase):
+    """A sink that gives up once more than ``cap`` bytes were written: deciding that a batch
+    is too large costs at most ``cap`` bytes of pickling."""
+
+    def __init__(self, cap: int) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.cap = cap
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        n = len(b)
+        self.size += n
+        if self.size > self.cap:
+            raise _TooLarge
+        self.parts.append(bytes(b))
+        return n
+
+
+def _dump(job: Job[Any]) -> bytes:
+    sink = _Capped(MAX_SHIPPED)
+    try:
+        _Pickler(sink, job.ruleset).dump(job)
+    except _TooLarge:
+        raise Unavailable("inputs too large to send") from None
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise Unavailable(f"inputs cannot be sent: {exc}") from None
+    return b"".join(sink.parts)
+
+
+def _boot() -> list[str]:
+    paths = [p for p in sys.path if p]
+    code = (
+        f"import sys; sys.path[:0] = {paths!r}; "
+        "from controller.validation.rules.worker import main; main()"
+    )
+    return [sys.executable, "-I", "-c", code]
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if k in os.environ}
+        self.proc = subprocess.Popen(
+            _boot(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd="/",
+            close_fds=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.to = self.proc.stdin.fileno()
+        self.frames = Frames(self.proc.stdout.fileno())
+        self.ready = False
+        self.dead = False
+        self.sent: OrderedDict[int, None] = OrderedDict()
+        self.cpu_mark = 0.0
+        """The worker's own CPU seconds when it last answered (it idles in between)."""
+        self.rss_base: int | None = None
+
+    def poll_ready(self) -> bool:
+        """Has the worker finished starting? Never blocks; a worker that died is marked."""
+        if self.ready or self.dead:
+            return self.ready
+        while True:
+            frame = self.frames.take()
+            if frame is not None:
+                hello = pickle.loads(frame)
+                self.ready = hello[0] == "ready"
+                self.dead = not self.ready
+                if self.ready:
+                    self.cpu_mark = hello[1]
+                return self.ready
+            readable, _, _ = select.select([self.frames.fd], [], [], 0)
+            if not readable:
+                return False
+            if not self.frames.fill():
+                self.dead = True
+                return False
+
+    def send_ruleset(self, ruleset: RuleSet) -> None:
+        token = ruleset.token
+        if token in self.sent:
+            self.sent.move_to_end(token)
+            return
+        write_frame(self.to, pickle.dumps(("rules", token, pickle.dumps(ruleset, 5)), 5))
+        self.sent[token] = None
+        while len(self.sent) > MAX_RULESETS:
+            old, _ = self.sent.popitem(last=False)
+            write_frame(self.to, pickle.dumps(("drop", old), 5))
+
+    def kill(self) -> float:
+        """Kill and reap; the CPU seconds it had used since :attr:`cpu_mark`."""
+        self.dead = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        return self.reap()[1]
+
+    def reap(self) -> tuple[int, float]:
+        """Wait for the exit; (wait status, CPU seconds since :attr:`cpu_mark`)."""
+        self.dead = True
+        status, cpu = 0, 0.0
+        with contextlib.suppress(ChildProcessError):
+            _, status, rusage = os.wait4(self.proc.pid, 0)
+            cpu = max(0.0, rusage.ru_utime + rusage.ru_stime - self.cpu_mark)
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+        for f in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if f is not None:
+                    f.close()
+        return status, cpu
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.size = 1
+        self.warmup = WARMUP
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._first: float | None = None
+        self._failed_starts = 0
+        self.counts = {"jobs": 0, "fallbacks": 0, "started": 0, "retired": 0, "cpuUs": 0}
+
+    def take(self) -> _Worker | None:
+        with self._lock:
+            now = time.monotonic()
+            if self._first is None:
+                self._first = now
+            for w in list(self._idle):
+                if w.poll_ready():
+                    self._idle.remove(w)
+                    return w
+                if w.dead:
+                    self._idle.remove(w)
+                    self._count -= 1
+                    self._failed_starts += 1
+                    w.reap()
+            if (
+                self._count < self.size
+                and now - self._first >= self.warmup
+                and self._failed_starts < _MAX_FAILED_STARTS
+            ):
+                try:
+                    self._idle.append(_Worker())
+                except OSError:
+                    self._failed_starts += 1
+                    return None
+                self._count += 1
+                self.counts["started"] += 1
+            return None
+
+    def give(self, w: _Worker) -> None:
+        with self._lock:
+            self._idle.append(w)
+
+    def retire(self, w: _Worker) -> None:
+        if not w.dead:
+            w.kill()
+        with self._lock:
+            self._count -= 1
+            self.counts["retired"] += 1
+
+    def shutdown(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for w in idle:
+            w.kill()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.shutdown)
+
+
+def configure(*, size: int | None = None, warmup: float | None = None) -> None:
+    """How many workers this process may run (0: none, every batch forks) and how long after
+    its first isolated batch the first one starts. Idle workers over a new size stop."""
+    if warmup is not None:
+        _POOL.warmup = warmup
+    if size is not None:
+        _POOL.size = size
+        _POOL.shutdown()
+
+
+def warm(wait: float = 0.0) -> bool:
+    """Start the workers now, whatever :data:`WARMUP` says, and wait up to ``wait`` seconds
+    until one is ready (benchmarks and tests). Whether one is."""
+    _POOL.warmup = 0.0
+    until = time.monotonic() + wait
+    while True:
+        w = _POOL.take()
+        if w is not None:
+            _POOL.give(w)
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.02)
+
+
+def stats() -> dict[str, int]:
+    """Batches run by workers (``jobs``), batches a worker could not take (``fallbacks``),
+    workers ``started`` and ``retired``, and the CPU microseconds batches used in workers
+    (``cpuUs``; not counting batches that were killed)."""
+    return dict(_POOL.counts)
+
+
+def run_in_worker(
+    job: Job[T],
+    timeout: float,
+    *,
+    memory_headroom: int = MEMORY_HEADROOM,
+    cancel: CancelSignal | None = None,
+    usage: Usage | None = None,
+) -> T:
+    """``job()`` in a worker within ``timeout`` CPU seconds, as ``run_isolated`` runs a
+    function in a fork: the same exceptions, and ``usage`` receives the CPU time the batch
+    used. Raises :class:`Unavailable` when no worker can take it (nothing was charged)."""
+    if cancel is not None and cancel.is_set:
+        raise WorkerCancelled("cancelled before the worker started")
+    w = _POOL.take()
+    if w is None:
+        _POOL.counts["fallbacks"] += 1
+        raise Unavailable("no idle worker")
+    try:
+        payload = _dump(job)
+    except Unavailable:
+        _POOL.counts["fallbacks"] += 1
+        _POOL.give(w)
+        raise
+    started = time.monotonic()
+    try:
+        if job.ruleset is not None:
+            w.send_ruleset(job.ruleset)
+        token = job.ruleset.token if job.ruleset is not None else None
+        write_frame(w.to, pickle.dumps(("job", token, timeout, memory_headroom, payload), 5))
+    except OSError:
+        _POOL.counts["fallbacks"] += 1
+        _POOL.retire(w)
+        raise Unavailable("the worker is gone") from None
+    deadline = started + max(timeout, 0.0) * WALL_FACTOR + WALL_GRACE
+    try:
+        frame = _answer(w, timeout, deadline, cancel, usage)
+    except (WorkerDeadline, WorkerCancelled, WorkerFailed):
+        _POOL.retire(w)
+        raise
+    kind, value, used, total, rss = pickle.loads(frame)
+    w.cpu_mark = total
+    if usage is not None:
+        usage.cpu = used
+    if w.rss_base is None:
+        w.rss_base = rss
+    if kind in ("ok", "unshipped") and rss <= w.rss_base + RETIRE_GROWTH:
+        _POOL.give(w)
+    else:
+        _POOL.retire(w)
+    _POOL.counts["cpuUs"] += round(used * 1e6)
+    if kind == "ok":
+        _POOL.counts["jobs"] += 1
+        return pickle.loads(value)  # type: ignore[no-any-return]
+    if kind == "unshipped":
+        _POOL.counts["fallbacks"] += 1
+        raise Unavailable(str(value))
+    raise WorkerFailed(str(value), memory=kind == "memory")
+
+
+def _answer(
+    w: _Worker,
+    timeout: float,
+    deadline: float,
+    cancel: CancelSignal | None,
+    usage: Usage | None,
+) -> bytes:
+    """The worker's answer frame. At the deadline or on ``cancel`` the worker is killed, and
+    a worker that died is reaped; then it raises as ``run_isolated`` does, with the CPU the
+    batch used in ``usage``."""
+    while True:
+        frame = w.frames.take()
+        if frame is not None:
+            return frame
+        remaining = deadline - time.monotonic()
+        stop: Exception | None = None
+        if remaining <= 0:
+            cpu = w.kill()
+            stop = WorkerDeadline(timeout, cpu)
+        else:
+            watched = [w.frames.fd] if cancel is None else [w.frames.fd, cancel.fileno()]
+            ready, _, _ = select.select(watched, [], [], remaining)
+            if cancel is not None and cancel.fileno() in ready:
+                cpu = w.kill()
+                stop = WorkerCancelled("the caller cancelled the evaluation")
+            elif ready and not w.frames.fill():
+                status, cpu = w.reap()
+                stop = _death(status, timeout, cpu)
+        if stop is not None:
+            if usage is not None:
+                usage.cpu = cpu
+            raise stop
+
+
+def _death(status: int, timeout: float, cpu: float) -> Exception:
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if sig in (signal.SIGPROF, signal.SIGXCPU):
+        return WorkerDeadline(timeout, cpu)
+    why = f"killed by signal {sig}" if sig else f"exit status {os.waitstatus_to_exitcode(status)}"
+    # An allocation failure inside the C++ runtime aborts the process.
+    return WorkerFailed(f"evaluation worker died ({why})", memory=sig == signal.SIGABRT)
