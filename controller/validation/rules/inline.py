@@ -41,7 +41,7 @@ from controller.validation.rules.cel import (
 )
 from controller.validation.rules.compiled import CompiledRule, RuleSet
 from controller.validation.rules.judge import State, judge, output_value
-from controller.validation.rules.pool import Job
+from controller.validation.rules.wire import Job
 
 __all__ = [
     "Batch",

@@ -26,7 +26,17 @@ The worker's answer is the same as a fork's: it runs the same functions on the s
 as before, its attempt not charged. Large batches fork on purpose: past a few hundred
 kilobytes, pickling costs the caller's thread as much as a fork.
 
-Workers start only in a process that keeps validating: once :data:`WARMUP` seconds have
+Why not the other ways out of the fork. Evaluating a small batch in-process is sound only
+for work bounded by the expression's size times its input (``budget.is_cheap``): within the
+iteration budget, ``map`` over 9,000 elements copies its accumulator for 3.7 s, and a loop
+that concatenates strings allocates gigabytes from a few kilobytes of object. An in-process
+evaluation can be neither stopped nor held to a memory limit, so a cap on the object's size
+does not bound it. A zygote forked from this process (once per spec or store version) would
+spare the fork per batch, but it keeps every page the parent changes afterwards: in time, a
+second copy of the controller's heap. A fresh interpreter holds only what batches send it,
+nothing of the store or its Secrets besides.
+
+Batches travel as ``wire.py`` says. Workers start only in a process that keeps validating: once :data:`WARMUP` seconds have
 passed since its first isolated batch (``htc run``, the local loop, tests), so a one-shot
 command never pays a worker's start (half a second of imports) it would not use.
 """
@@ -35,22 +45,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import io
 import os
 import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
 
-from controller.validation.rules.compiled import CompiledRule, RuleSet
+from controller.validation.rules.compiled import RuleSet
 from controller.validation.rules.isolate import (
     MEMORY_HEADROOM,
     WALL_FACTOR,
@@ -61,31 +67,31 @@ from controller.validation.rules.isolate import (
     WorkerDeadline,
     WorkerFailed,
 )
-from controller.validation.rules.judge import Judgement, State
+from controller.validation.rules.wire import (
+    MAX_RULESETS,
+    MAX_SHIPPED,
+    Frames,
+    Job,
+    TooLarge,
+    Unshipped,
+    dump,
+    write_frame,
+)
 
 __all__ = [
     "MAX_SHIPPED",
     "RETIRE_GROWTH",
     "WARMUP",
-    "Frames",
     "Job",
     "Unavailable",
     "Unshipped",
     "configure",
-    "receive",
-    "resolve",
     "run_in_worker",
     "stats",
     "warm",
-    "write_frame",
 ]
 
 T = TypeVar("T")
-
-MAX_SHIPPED = 512 << 10
-"""Bytes of pickled inputs a batch may send to a worker (512 KiB); a larger one forks.
-Pickling holds the interpreter (about 14 µs per stored Ingress), and a large batch may run
-beside a render; the fork costs that thread little and the child pays the rest."""
 
 RETIRE_GROWTH = 256 << 20
 """Resident bytes a worker may gain over what it had after its first batch before it is
@@ -94,173 +100,11 @@ replaced (a batch may leave a heap that Python does not hand back)."""
 WARMUP = 5.0
 """Seconds after a process's first isolated batch before it starts a worker."""
 
-MAX_RULESETS = 4
-"""Rule sets a worker keeps (one per spec in use: the running one, a proposed one)."""
-
-_HEADER = struct.Struct("!Q")
 _MAX_FAILED_STARTS = 3
 
 
 class Unavailable(Exception):
     """No worker can take this batch; the caller forks instead."""
-
-
-class Unshipped(Exception):
-    """A batch read an input that was not sent to the worker (see ``stage.py``); the batch
-    runs in a fork instead. Not a LookupError, so no mapping protocol can swallow it."""
-
-
-@dataclass(frozen=True)
-class Job(Generic[T]):
-    """``fn(*args)`` for a worker: a module-level function and picklable arguments.
-
-    ``ruleset`` (also among the arguments, usually) is sent to a worker once and named by
-    its token afterwards, and so are its rules; a judgement with no diagnostic is sent by
-    its state. Everything else is pickled with the batch."""
-
-    fn: Callable[..., T]
-    args: tuple[Any, ...]
-    ruleset: RuleSet | None = None
-
-    def __call__(self) -> T:
-        return self.fn(*self.args)
-
-
-def write_frame(fd: int, data: bytes) -> None:
-    view = memoryview(_HEADER.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-class Frames:
-    """Length-prefixed frames read from a pipe."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._buf = bytearray()
-
-    def take(self) -> bytes | None:
-        """A complete frame already read, or None."""
-        if len(self._buf) < _HEADER.size:
-            return None
-        (size,) = _HEADER.unpack_from(self._buf)
-        end = _HEADER.size + size
-        if len(self._buf) < end:
-            return None
-        frame = bytes(self._buf[_HEADER.size : end])
-        del self._buf[:end]
-        return frame
-
-    def fill(self) -> bool:
-        """Read what the pipe has (it must be readable); False at end of file."""
-        chunk = os.read(self.fd, 1 << 16)
-        self._buf += chunk
-        return bool(chunk)
-
-
-class _Pickler(pickle.Pickler):
-    """Pickles a batch; its rule set and rules as references to the copies the worker holds
-    (:func:`resolve`), a judgement without a diagnostic as its state. ``reducer_override``
-    rather than ``persistent_id``: it is not called for plain dicts, lists, tuples, strings
-    and numbers, which are nearly all of a batch's objects."""
-
-    def __init__(self, file: Any, ruleset: RuleSet | None) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._ruleset = ruleset
-        self._positions = _positions(ruleset) if ruleset is not None else {}
-
-    def reducer_override(self, obj: Any) -> Any:
-        tp = type(obj)
-        if tp is Judgement:
-            if obj.diagnostic is None:
-                return (resolve, ("judgement", obj.state.value))
-            return NotImplemented
-        if tp is CompiledRule:
-            pos = self._positions.get(id(obj))
-            return (resolve, ("rule", pos)) if pos is not None else NotImplemented
-        if obj is self._ruleset and obj is not None:
-            return (resolve, ("ruleset", 0))
-        return NotImplemented
-
-
-_RECEIVING: list[RuleSet | None] = [None]
-"""In a worker: the rule set of the batch being unpickled (one batch at a time)."""
-
-_JUDGEMENTS = {s.value: Judgement(s) for s in State}
-
-
-def resolve(tag: str, arg: Any) -> Any:
-    """In a worker: what :class:`_Pickler` sent as a reference."""
-    if tag == "judgement":
-        return _JUDGEMENTS[arg]
-    ruleset = _RECEIVING[0]
-    if ruleset is None:
-        raise pickle.UnpicklingError("the batch names a rule set it was not sent")
-    return ruleset if tag == "ruleset" else ruleset.rules[arg]
-
-
-def receive(data: bytes, ruleset: RuleSet | None) -> Any:
-    """In a worker: a batch pickled by :class:`_Pickler` for ``ruleset``."""
-    _RECEIVING[0] = ruleset
-    try:
-        return pickle.loads(data)
-    finally:
-        _RECEIVING[0] = None
-
-
-_POSITIONS: OrderedDict[int, tuple[RuleSet, dict[int, int]]] = OrderedDict()
-_POSITIONS_LOCK = threading.Lock()
-
-
-def _positions(ruleset: RuleSet) -> dict[int, int]:
-    """id(rule) → its index in ``ruleset.rules`` (the rule set is kept with it, so the ids
-    stay its rules')."""
-    with _POSITIONS_LOCK:
-        found = _POSITIONS.get(ruleset.token)
-        if found is not None:
-            _POSITIONS.move_to_end(ruleset.token)
-            return found[1]
-        positions = {id(r): i for i, r in enumerate(ruleset.rules)}
-        _POSITIONS[ruleset.token] = (ruleset, positions)
-        while len(_POSITIONS) > 2 * MAX_RULESETS:
-            _POSITIONS.popitem(last=False)
-        return positions
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Capped(io.RawIOBase):
-    """A sink that gives up once more than ``cap`` bytes were written: deciding that a batch
-    is too large costs at most ``cap`` bytes of pickling."""
-
-    def __init__(self, cap: int) -> None:
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.cap = cap
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b: Any) -> int:
-        n = len(b)
-        self.size += n
-        if self.size > self.cap:
-            raise _TooLarge
-        self.parts.append(bytes(b))
-        return n
-
-
-def _dump(job: Job[Any]) -> bytes:
-    sink = _Capped(MAX_SHIPPED)
-    try:
-        _Pickler(sink, job.ruleset).dump(job)
-    except _TooLarge:
-        raise Unavailable("inputs too large to send") from None
-    except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        raise Unavailable(f"inputs cannot be sent: {exc}") from None
-    return b"".join(sink.parts)
 
 
 def _boot() -> list[str]:
@@ -459,11 +303,11 @@ def run_in_worker(
         _POOL.counts["fallbacks"] += 1
         raise Unavailable("no idle worker")
     try:
-        payload = _dump(job)
-    except Unavailable:
+        payload = dump(job)
+    except TooLarge as exc:
         _POOL.counts["fallbacks"] += 1
         _POOL.give(w)
-        raise
+        raise Unavailable(str(exc)) from None
     started = time.monotonic()
     try:
         if job.ruleset is not None:

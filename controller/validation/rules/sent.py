@@ -25,7 +25,7 @@ from controller.validation.rules.deferred import (
     memo_name,
 )
 from controller.validation.rules.judge import Judgement, State
-from controller.validation.rules.pool import Unshipped
+from controller.validation.rules.wire import Unshipped
 
 __all__ = ["sent_inputs"]
 

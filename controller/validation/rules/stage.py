@@ -42,9 +42,9 @@ from controller.validation.rules.deferred import (
 )
 from controller.validation.rules.inline import budget_diagnostic, content_key, subject_of
 from controller.validation.rules.judge import Judgement, output_value
-from controller.validation.rules.pool import Job
 from controller.validation.rules.refs import ANY, EXTRA
 from controller.validation.rules.sent import sent_inputs
+from controller.validation.rules.wire import Job
 from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["RulesStage", "deferred_inputs"]

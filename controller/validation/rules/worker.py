@@ -30,7 +30,7 @@ from contextlib import contextmanager
 
 from controller.validation.rules.compiled import RuleSet
 from controller.validation.rules.isolate import address_space
-from controller.validation.rules.pool import Frames, Unshipped, receive, write_frame
+from controller.validation.rules.wire import Frames, Unshipped, receive, write_frame
 
 __all__ = ["main"]
 
