@@ -118,3 +118,25 @@ def test_unchanged_objects_are_not_judged_again() -> None:
     # known-class and warn-many: only the changed object; unique-first-host: every object
     assert len(missing) == 2 + 5
     assert _check(stage, second) == _check(RulesStage(rs), second)
+
+
+def test_an_output_judged_a_few_candidates_ago_is_not_judged_again() -> None:
+    """Admission alternates candidates (a proposal, then the live configuration again): the
+    output rule's judgement of the earlier output is still known."""
+    spec = make_spec(
+        cfg="{{ extraContext.text }}\n",
+        cfg_rules=[rule("no-tabs", "!outputs['haproxy.cfg'].content.contains('\\t')")],
+    )
+    rs = RuleSet.from_spec(spec)
+    stage = RulesStage(rs)
+    renderer = Renderer(spec)
+    store = filled_store(spec)
+    live, proposal = ({"text": "a"}, {"text": "b\t"})
+    runs = []
+    for extra in (live, proposal, live, proposal):
+        render = renderer.render(store.snapshot(), extra_context=extra)
+        runs.append(_check(stage, render))
+        assert _check(RulesStage(rs), render) == runs[-1]
+        runs[-1] = (runs[-1], stage.evaluations_pending)
+    assert [pending for _, pending in runs] == [1, 1, 0, 0]
+    assert runs[1][0][0] and not runs[0][0][0]  # the proposal fails, the live one passes
