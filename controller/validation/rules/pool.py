@@ -108,7 +108,10 @@ class Unavailable(Exception):
 
 
 def _boot() -> list[str]:
-    paths = [p for p in sys.path if p]
+    """A fresh interpreter (``-I``: no environment, no user site) that imports this
+    package from where this process did, and serves batches from its working directory
+    ``/``."""
+    paths = [os.path.abspath(p) for p in sys.path if p]
     code = (
         f"import sys; sys.path[:0] = {paths!r}; "
         "from controller.validation.rules.worker import main; main()"
