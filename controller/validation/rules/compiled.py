@@ -142,9 +142,10 @@ class RuleSet:
     extra_context: Mapping[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
     _all_pass: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    token: int = field(default_factory=_TOKENS.__next__, repr=False, compare=False)
+    token: int = field(default_factory=_TOKENS.__next__, init=False, repr=False, compare=False)
     """This rule set's name in the evaluation worker (``pool.py``): sent there once, then
-    referred to by this number."""
+    referred to by this number. Not an argument, so a copy made by ``dataclasses.replace``
+    gets a number of its own."""
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy: another thread may add a combined program while this one pickles.
