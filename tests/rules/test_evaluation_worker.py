@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,3 +220,28 @@ def test_deferred_rules_in_the_worker_find_what_in_process_evaluation_finds(
     after = pool.stats()
     assert after["fallbacks"] == before["fallbacks"]
     assert after["jobs"] > before["jobs"]
+
+
+def test_a_renderer_that_renders_again_starts_the_worker() -> None:
+    """A one-shot command renders once and never starts a worker; the second render of a
+    renderer (a long-running process) starts one, before any batch has to wait for it. In a
+    process of its own, whose pool nothing else has touched."""
+    script = (
+        "from controller.validation.rules import RuledRenderer, pool\n"
+        "from tests.rules.rules_helpers import filled_store, make_spec, rule\n"
+        "spec = make_spec(cfg_rules=[rule('r', \"self.lines.map(l, l).size() > 0\")])\n"
+        "renderer, store = RuledRenderer.from_spec(spec), filled_store(spec)\n"
+        "renderer.render(store.snapshot())\n"
+        "print(pool.stats()['started'])\n"
+        "renderer.render(store.snapshot())\n"
+        "print(pool.stats()['started'], pool.warm(wait=30))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.stdout.split() == ["0", "1", "True"]

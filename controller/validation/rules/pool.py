@@ -36,9 +36,11 @@ spare the fork per batch, but it keeps every page the parent changes afterwards:
 second copy of the controller's heap. A fresh interpreter holds only what batches send it,
 nothing of the store or its Secrets besides.
 
-Batches travel as ``wire.py`` says. Workers start only in a process that keeps validating: once :data:`WARMUP` seconds have
-passed since its first isolated batch (``htc run``, the local loop, tests), so a one-shot
-command never pays a worker's start (half a second of imports) it would not use.
+Batches travel as ``wire.py`` says. Workers start only in a process that keeps validating,
+so that a one-shot command never pays a worker's start (half a second of imports) it would
+not use: when a renderer renders its second candidate (``htc run``, admission, the local
+loop; ``htc validate`` renders one), or once :data:`WARMUP` seconds have passed since the
+process's first isolated batch.
 """
 
 from __future__ import annotations
@@ -219,19 +221,28 @@ class _Pool:
                     self._count -= 1
                     self._failed_starts += 1
                     w.reap()
-            if (
-                self._count < self.size
-                and now - self._first >= self.warmup
-                and self._failed_starts < _MAX_FAILED_STARTS
-            ):
-                try:
-                    self._idle.append(_Worker())
-                except OSError:
-                    self._failed_starts += 1
-                    return None
-                self._count += 1
-                self.counts["started"] += 1
+            if now - self._first >= self.warmup:
+                self._start()
             return None
+
+    def start(self) -> None:
+        """Start a worker now if the pool has room (it is ready half a second later)."""
+        with self._lock:
+            self.warmup = 0.0
+            if not any(not w.dead for w in self._idle):
+                self._start()
+
+    def _start(self) -> None:
+        """With the lock held."""
+        if self._count >= self.size or self._failed_starts >= _MAX_FAILED_STARTS:
+            return
+        try:
+            self._idle.append(_Worker())
+        except OSError:
+            self._failed_starts += 1
+            return
+        self._count += 1
+        self.counts["started"] += 1
 
     def give(self, w: _Worker) -> None:
         with self._lock:
@@ -268,8 +279,10 @@ def configure(*, size: int | None = None, warmup: float | None = None) -> None:
 
 def warm(wait: float = 0.0) -> bool:
     """Start the workers now, whatever :data:`WARMUP` says, and wait up to ``wait`` seconds
-    until one is ready (benchmarks and tests). Whether one is."""
-    _POOL.warmup = 0.0
+    until one is ready. Whether one is. Called without waiting by a renderer that renders a
+    second time: the process is not a one-shot command, and the worker should be ready
+    before the next batch rather than be started by it."""
+    _POOL.start()
     until = time.monotonic() + wait
     while True:
         w = _POOL.take()

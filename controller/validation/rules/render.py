@@ -38,6 +38,7 @@ from controller.render import (
 from controller.resources import StoreView
 from controller.spec import HAProxyTemplateConfigSpec
 from controller.validation.report import BudgetExhaustion, RuleCounters
+from controller.validation.rules import pool
 from controller.validation.rules.budget import (
     DEFAULT_TIME_BUDGET,
     MAX_CHEAP_EVALUATIONS,
@@ -127,6 +128,7 @@ class RuledRenderer:
         self._memo = ObjectMemo()
         self._outputs = OutputMemo()
         self._reads: Mapping[str, frozenset[str]] | None = None
+        self._renders = 0
 
     @classmethod
     def from_spec(
@@ -163,6 +165,9 @@ class RuledRenderer:
         whole call (objects judged first, then the render with its output rules), and its
         ``inline_rules`` says how many rule units ran and how long they took."""
         started = time.perf_counter()
+        self._renders += 1
+        if self._renders == 2 and self.isolation is not Isolation.NEVER:
+            pool.warm()  # a second candidate: a long-running process, see pool.py
         stats = InlineStats()
         result = self._render(view, http, extra_context, stats)
         c = stats.counters
