@@ -41,7 +41,7 @@ from typing import Any
 import watchfiles
 
 from controller.diagnostics import Diagnostic, Location, Phase, make
-from controller.local.claims import Claim, ClaimKey, Claims
+from controller.local.claims import ClaimKey, Claims
 from controller.observability import get_logger
 from controller.resources import (
     Manifest,
@@ -424,7 +424,7 @@ class DirectoryAdapter:
                 continue
             okey = object_key(m.obj)
             for name in names:
-                self._claims.add((name, okey), Claim(m.file, m.line, m.obj))
+                self._claims.add((name, okey), m)
                 keys.add((name, okey))
         return keys
 

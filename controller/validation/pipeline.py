@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from controller.diagnostics import Diagnostic, Location, Phase, make
 from controller.observability import get_logger
 from controller.render import MAIN_CONFIG, RenderResult
-from controller.validation import gcpause
+from controller.validation import gcpause, heap
 from controller.validation.cache import (
     CacheKey,
     SingleFlight,
@@ -306,6 +306,9 @@ class Pipeline:
             finally:
                 limit.cancel()
                 pause.end()
+                if owner:
+                    # What the stages built is garbage now; give its pages back (see heap).
+                    heap.release_soon()
         except Exception as exc:
             # Only a bug in the pipeline itself gets here; still a report, never a crash.
             _log.exception("pipeline failed outside any stage")
