@@ -15,9 +15,10 @@ loopback addresses: nothing is contacted). Then:
   adapter would deliver them); the number of renders the trigger made for them and the time
   from the first change until the final state is deployed and confirmed.
 
-* **memory** — the process's resident set after the latency samples (``rssMb``: this process
-  is the ``htc local`` stack, holding N Ingresses, N Services and N EndpointSlices, the
-  engine and its caches) and its peak (``maxRssMb``).
+* **memory** — the process's resident set once the first deploy is confirmed
+  (``startRssMb``) and after the latency samples (``rssMb``: this process is the ``htc local``
+  stack, holding N Ingresses, N Services and N EndpointSlices, the engine and its caches),
+  and its peak (``maxRssMb``). Where it goes: docs/local.md, "Memory".
 
 Prints ``p50Ms, p99Ms, burstRenders, burstConvergeMs, rssMb, haproxyVersion`` (and some
 context) as one JSON object with ``--json``, or as a short table.
@@ -187,6 +188,7 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         await app.start()
         startup_ms = (time.perf_counter() - t0) * 1000
+        start_rss_mb = _rss_mb()
         try:
             if not app.board.ready:
                 raise SystemExit("the first deploy failed:\n" + app.console.out.getvalue())  # type: ignore[attr-defined]
@@ -243,6 +245,7 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
                 "burstRenders": app.trigger.runs - runs_before,
                 "burstConvergeMs": round((converged_at - started) * 1000, 1),
                 "startupMs": round(startup_ms, 1),
+                "startRssMb": start_rss_mb,
                 "rssMb": rss_mb,
                 "maxRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "debounceMs": round(settings.debounce * 1000),
@@ -257,7 +260,13 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--objects", type=int, default=1000, help="Ingresses (and Services)")
+    parser.add_argument(
+        "--objects",
+        "--ingresses",
+        type=int,
+        default=1000,
+        help="Ingresses (and as many Services and EndpointSlices)",
+    )
     parser.add_argument("--haproxy", help="haproxy binary (default: the one htc local finds)")
     parser.add_argument("--samples", type=int, default=20, help="latency samples")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
