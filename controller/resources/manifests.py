@@ -32,7 +32,7 @@ import yaml
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.resources.collection import object_ref
-from controller.resources.frozen import FrozenDict, freeze
+from controller.resources.frozen import FrozenDict, freeze, share
 from controller.spec import MAX_NODES, PathKey, WatchedResource, read_documents
 from controller.spec.loader import _Loader as _ConfigLoader
 
@@ -328,8 +328,8 @@ def _fast_read(text: str, frozen: bool) -> list[tuple[Any, dict[PathKey, int]]] 
     if not _FAST or "&" in text:
         return None
     scalars = _ConfigLoader.yaml_constructors
-    build_map: Any = FrozenDict if frozen else dict
-    build_seq: Any = tuple if frozen else list
+    build_map: Any = (lambda d: share(FrozenDict(d))) if frozen else dict
+    build_seq: Any = (lambda items: share(tuple(items))) if frozen else list
 
     def value(node: Any) -> Any:
         cls = node.__class__

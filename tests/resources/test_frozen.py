@@ -116,3 +116,30 @@ def test_jinja_sandbox_reads_but_cannot_mutate() -> None:
         env.from_string("{{ o.metadata.update({'name': 'x'}) }}").render(o=frozen)
     with pytest.raises(SecurityError):
         env.from_string("{{ o.__class__ }}{{ o.__setitem__('a', 1) }}").render(o=frozen)
+
+
+def test_equal_small_leaves_are_one_object() -> None:
+    a = freeze({"spec": {"ports": [{"name": "http", "port": 80}], "ipFamilies": ["IPv4"]}})
+    b = freeze({"spec": {"ports": [{"name": "http", "port": 80}], "ipFamilies": ["IPv4"]}})
+    assert a == b and a is not b and a["spec"] is not b["spec"]  # only leaves are shared
+    assert a["spec"]["ports"][0] is b["spec"]["ports"][0]
+    assert a["spec"]["ipFamilies"] is b["spec"]["ipFamilies"]
+
+
+def test_sharing_keeps_types_apart() -> None:
+    # True == 1 == 1.0 and -0.0 == 0.0 in Python; a shared leaf must not change a value's type
+    flag, one = freeze({"x": True}), freeze({"x": 1})
+    assert flag["x"] is True and type(one["x"]) is int
+    minus, zero = freeze({"x": -0.0}), freeze({"x": 0.0})
+    assert str(minus["x"]) == "-0.0" and str(zero["x"]) == "0.0"
+    assert freeze({"x": None}) is not freeze({"x": "None"})
+
+
+def test_the_table_of_shared_leaves_is_bounded() -> None:
+    from controller.resources import frozen
+
+    for i in range(frozen._SHARED_MAX + 10):
+        freeze({"name": f"n{i}"})
+    assert len(frozen._shared) <= frozen._SHARED_MAX
+    big = {f"k{i}": "v" for i in range(frozen._LEAF_MAX + 1)}
+    assert freeze(big) is not freeze(big)  # larger mappings are not looked up
