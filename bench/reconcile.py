@@ -173,13 +173,14 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
         site = work / "site"
         write_site(site, n)
         confirmed = Confirmations()
+        console = io.StringIO()
         app = LocalApp(
             LocalOptions(
                 directory=site,
                 haproxy=haproxy,
                 status_addr=None,
                 work_dir=work / "run",
-                out=io.StringIO(),
+                out=console,
                 drift_interval=3600.0,
             ),
             metrics=Metrics(),
@@ -191,7 +192,7 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
         start_rss_mb = _rss_mb()
         try:
             if not app.board.ready:
-                raise SystemExit("the first deploy failed:\n" + app.console.out.getvalue())  # type: ignore[attr-defined]
+                raise SystemExit("the first deploy failed:\n" + console.getvalue())
             settings = app.trigger.settings
             table = await app.supervisor.cli.show_proc()
 

@@ -23,6 +23,7 @@ KEYS = {
     "burstRenders",
     "burstConvergeMs",
     "startupMs",
+    "startRssMb",
     "rssMb",
     "maxRssMb",
     "debounceMs",
