@@ -222,7 +222,7 @@ def _parsed(path: str) -> FieldPath:
     return parse_path(path)
 
 
-def _compile_paths(paths: Sequence[str], filter_name: str) -> list[FieldPath]:
+def compile_paths(paths: Sequence[str], filter_name: str) -> list[FieldPath]:
     if not paths:
         raise FilterError(f"{filter_name}: give at least one attribute path")
     compiled: list[FieldPath] = []
@@ -286,7 +286,7 @@ def sort_by(value: Any, *paths: str, reverse: bool = False) -> list[Any]:
 
     Stable; objects lacking a field sort before those that have it.
     """
-    compiled = _compile_paths(paths, "sort_by")
+    compiled = compile_paths(paths, "sort_by")
     items = _items(value, "sort_by")
     if len(items) < 2:
         return items  # the paths were checked; there is nothing to compare
@@ -322,7 +322,7 @@ def group_by(value: Any, path: str) -> list[Group]:
 
     Items keep their order inside a group. ``dict(x | group_by(...))`` gives a lookup table.
     """
-    (compiled,) = _compile_paths([path], "group_by")
+    (compiled,) = compile_paths([path], "group_by")
     groups: dict[Any, list[Any]] = {}
     for item in _items(value, "group_by"):
         v = lookup(item, compiled)
@@ -348,7 +348,7 @@ def map_entries(value: Any, key: str, val: str) -> str:
     renders, in one call: a map of 20,000 routes is a loop the template would otherwise run
     20,000 times in every render that changes one route.
     """
-    key_path, val_path = _compile_paths([key, val], "map_entries")
+    key_path, val_path = compile_paths([key, val], "map_entries")
     get_key, get_val = _getter(key_path), _getter(val_path)
     lines: list[str] = []
     for item in _items(value, "map_entries"):

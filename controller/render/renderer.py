@@ -56,6 +56,7 @@ from controller.render.incremental import (
     same_value,
     unchanged,
 )
+from controller.render.listfilters import LIST_FILTERS
 from controller.render.result import (
     OutputStatus,
     RenderBudget,
@@ -193,6 +194,7 @@ class Renderer:
         self._loader = SnippetLoader()
         self.environment = env = TemplateEnvironment(self._loader)
         env.filters.update(FILTERS)
+        env.filters.update(LIST_FILTERS)
         self._codes = (code_cache if code_cache is not None else shared()).bind(env)
         self._static: list[Diagnostic] = []
         self._failures: dict[str, _Failure] = {}

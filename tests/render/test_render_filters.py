@@ -267,10 +267,10 @@ def test_sort_by_fast_keys_sort_as_the_field_walk_does(
 ) -> None:
     """sort_by's key for one field of a plain dict is the walk's, shortcut: same order (ties
     stable), same errors (an int and a str cannot be compared)."""
-    from controller.render.filters import _compile_paths, _sort_key
+    from controller.render.filters import _sort_key, compile_paths
     from controller.resources import freeze
 
-    compiled = _compile_paths(list(paths), "sort_by")
+    compiled = compile_paths(list(paths), "sort_by")
     for given_items in (items, [freeze(i) for i in items]):
         try:
             want: Any = sorted(given_items, key=lambda i: _sort_key(i, compiled), reverse=reverse)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.render import Renderer
+from controller.render import Renderer, listmemo
 from controller.render.snippets import SnippetTemplate
 from controller.resources import Store, collections_for
 from controller.spec.loader import load_config
@@ -99,6 +99,18 @@ FEATURES: dict[str, Any] = {
                 "    svc {{ s.metadata.name }} {{ s.spec.ports[0].port }}/{{ port }} {{ n }}\n"
             )
         },
+        # one dict per Ingress for lists.map: kept fragments keep their dicts, the very same
+        # objects, as the list filters' memo expects; `one` is 1 or true (equal in Python,
+        # printed apart) and `odd` a namespace (assignable: never memoized through)
+        "row": {
+            "template": (
+                "{% set name = ing.metadata.name %}"
+                "{% set host = (ing.spec.rules | default([{}]))[0].host | default('') %}"
+                "{% set row = {'name': name, 'host': host, 'tls': ing.spec.tls is defined,"
+                " 'one': 1 if name[-1] in '024' else true,"
+                " 'rank': (ing.metadata.annotations | default({})) | length} %}"
+            )
+        },
         "wrap": {
             "template": (
                 "{% macro box(title) %}# {{ title }}\n{{ caller() }}# end {{ title }}\n"
@@ -165,6 +177,32 @@ FEATURES: dict[str, Any] = {
                 "grabbed {{ grab.n }}\n{% endif %}"
                 "{% for f in fragments('per-svc', resources.services.list(), 's', port=1) %}"
                 "{{ f.n }} {{ f }}{% endfor %}"
+            )
+        },
+        # every memoized list filter (controller.render.listmemo), over dicts from fragments
+        # and stored objects, with keys that tie, repeat, go missing or are unsafe
+        "lists.map": {
+            "template": (
+                "{% set rows = fragments('row', resources.ingresses.list(), 'ing')"
+                " | map(attribute='row') | list %}"
+                "{% for r in rows | sort_by('rank') | sort_by('host', 'tls') %}"
+                "a {{ r.name }} {{ r.host }}\n{% endfor %}"
+                "{% for r in rows | selectattr('tls') | sort(attribute='host,name') %}"
+                "b {{ r.name }}\n{% endfor %}"
+                "{% for r in rows | rejectattr('host', 'eq', 'h1.local')"
+                " | unique(attribute='host') %}c {{ r.name }}\n{% endfor %}"
+                "{% for r in rows | unique(attribute='one', case_sensitive=true) %}"
+                "d {{ r.one }}\n{% endfor %}"
+                "{% for g in rows | group_by('one') %}e {{ g.key }} {{ g.items | length }}"
+                "\n{% endfor %}"
+                "{% for g in rows | group_by('host') %}f {{ g.key }}"
+                " {{ g.items | map(attribute='name') | join(',') }}\n{% endfor %}"
+                "{{ rows | selectattr('host') | map_entries('host', 'name') }}"
+                "{% for i in resources.ingresses.list() | sort_by('spec.tls[0].secretName',"
+                " 'metadata.name') %}g {{ i.metadata.name }}\n{% endfor %}"
+                "{% set odd = namespace(n=rows | length) %}"
+                "{% for r in (rows + [{'name': 'ns', 'host': 'zz', 'n': odd}])"
+                " | selectattr('n', 'defined') %}h {{ r.n.n }}\n{% endfor %}"
             )
         },
         "late.map": {
@@ -337,6 +375,16 @@ def _run(spec: HAProxyTemplateConfigSpec, ops: list[tuple[str, str, int, int]]) 
         got = incremental.render(view, extra_context=extra)
         want = Renderer(spec).render(view, extra_context=extra)
         assert signature(got) == signature(want), (op, collection, i, variant)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _memo_every_list() -> Any:
+    """The list filters' memo takes lists of MIN_ITEMS items or more; these libraries' are
+    shorter, so here it takes every list: the property then covers its results too."""
+    saved = listmemo.MIN_ITEMS
+    listmemo.MIN_ITEMS = 1
+    yield
+    listmemo.MIN_ITEMS = saved
 
 
 FAST = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

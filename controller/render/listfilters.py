@@ -1,0 +1,254 @@
+"""The list filters templates get, computed from their previous call where they can be.
+
+Each filter here is the one of the same name — Jinja2's ``map``, ``unique``, ``sort``,
+``selectattr``, ``rejectattr``, our ``sort_by``, ``group_by``, ``map_entries`` — with the same
+results and errors. Over a list of at least :data:`~controller.render.listmemo.MIN_ITEMS`
+items, with arguments the memo can vouch for, it goes through :mod:`controller.render.listmemo`;
+whenever the memo cannot vouch for a result (:class:`~controller.render.listmemo.Unsafe`) or
+anything raises, the call is made again the plain way over the same items, so a template
+sees what it always saw, errors at the moment they always came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import compress
+from operator import not_
+from typing import Any
+
+import jinja2.filters
+from jinja2 import pass_context, pass_environment
+from jinja2.runtime import Context
+from jinja2.utils import _PassArg
+
+from controller.render import filters, select
+from controller.render.listmemo import (
+    Listed,
+    Unsafe,
+    as_list,
+    grouped_by,
+    jinja_walk,
+    memos_of,
+    path_walk,
+    per_item,
+    scalar,
+    sorted_by,
+    unique_by,
+)
+from controller.resources import MISSING
+
+__all__ = ["LIST_FILTERS"]
+
+
+def _parts(attribute: Any) -> list[Any]:
+    """Jinja2's attribute path (dots split, digit parts are indexes); Unsafe for other types."""
+    if type(attribute) is str:
+        return [int(x) if x.isdigit() else x for x in attribute.split(".")]
+    if type(attribute) is int:
+        return [attribute]
+    raise Unsafe
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if type(value) is str else value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+# -- Jinja2's ------------------------------------------------------------------------------
+
+
+@pass_context
+def map_(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
+    """Jinja2's ``map``; ``map(attribute=...)`` over a long list through the memo."""
+    if not args and len(kwargs) == 1 and "attribute" in kwargs:
+        items = as_list(value)
+        if items is not None:
+            try:
+                parts = _parts(kwargs["attribute"])
+                memos = memos_of(context.environment)
+                key = ("map", tuple(parts))
+                return Listed(per_item(memos, key, None, items, lambda x: jinja_walk(x, parts)))
+            except Exception:
+                value = items
+    return jinja2.filters.sync_do_map(context, value, *args, **kwargs)
+
+
+@pass_environment
+def unique(
+    environment: Any, value: Any, case_sensitive: bool = False, attribute: Any = None
+) -> Any:
+    """Jinja2's ``unique``, through the memo over a long list."""
+    items = as_list(value)
+    if items is not None:
+        try:
+            parts = [] if attribute is None else _parts(attribute)
+            post: Callable[[Any], Any] = _same if case_sensitive else _lower
+
+            def key_of(x: Any) -> Any:
+                return post(scalar(jinja_walk(x, parts)))
+
+            key = ("unique", tuple(parts), bool(case_sensitive))
+            return Listed(unique_by(memos_of(environment), key, None, items, key_of))
+        except Exception:
+            value = items
+    return jinja2.filters.sync_do_unique(environment, value, case_sensitive, attribute)
+
+
+@pass_environment
+def sort(
+    environment: Any,
+    value: Any,
+    reverse: bool = False,
+    case_sensitive: bool = False,
+    attribute: Any = None,
+) -> Any:
+    """Jinja2's ``sort``, through the memo over a long list (ascending only)."""
+    items = as_list(value)
+    if items is not None and not reverse:
+        try:
+            split = attribute.split(",") if type(attribute) is str else [attribute]
+            paths = [[] if a is None else _parts(a) for a in split]
+            post: Callable[[Any], Any] = _same if case_sensitive else _lower
+
+            def key_of(x: Any) -> list[Any]:
+                return [post(scalar(jinja_walk(x, p))) for p in paths]
+
+            key = ("sort", tuple(tuple(p) for p in paths), bool(case_sensitive))
+            return sorted_by(memos_of(environment), key, None, items, key_of)
+        except Exception:
+            value = items
+    return jinja2.filters.do_sort(environment, value, reverse, case_sensitive, attribute)
+
+
+def _plain_test(context: Context, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The test of ``selectattr(attr, test, *rest)`` when it depends on nothing but its
+    arguments (None: the value's truth); Unsafe for one that reads the context."""
+    if len(args) < 2:
+        return None
+    name, rest = args[1], args[2:]
+    fn: Any = context.environment.tests.get(name) if type(name) is str else None
+    if fn is None or _PassArg.from_obj(fn) is not None:
+        raise Unsafe
+    for a in (*rest, *kwargs.values()):
+        if type(a) in (list, tuple):
+            for x in a:
+                scalar(x)
+        else:
+            scalar(a)
+    return lambda v: fn(v, *rest, **kwargs)
+
+
+def _memo_select(keep: bool) -> Callable[..., Any]:
+    plain = select.selectattr if keep else select.rejectattr
+    name = "selectattr" if keep else "rejectattr"
+
+    @pass_context
+    def choose(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
+        items = as_list(value) if args else None
+        if items is not None:
+            try:
+                parts = _parts(args[0])
+                test = _plain_test(context, args, kwargs)
+
+                def each(x: Any) -> bool:
+                    v = jinja_walk(x, parts)
+                    if type(v) not in _TESTABLE:
+                        raise Unsafe
+                    return bool(v if test is None else test(v))
+
+                key = (name, tuple(parts), args[1] if len(args) > 1 else None)
+                flags = per_item(
+                    memos_of(context.environment), key, (args[2:], kwargs), items, each
+                )
+                return Listed(list(compress(items, flags if keep else map(not_, flags))))
+            except Exception:
+                value = items
+        return plain(context, value, *args, **kwargs)
+
+    choose.__name__ = choose.__qualname__ = name
+    choose.__doc__ = f"Jinja2's ``{name}``, through the memo over a long list."
+    return choose
+
+
+_TESTABLE = frozenset({str, int, bool, float, type(None), dict, list, tuple})
+"""Values a test may look at from the memo: scalars, and containers a template cannot change
+(a namespace, whose attributes can be assigned, is not one)."""
+
+
+# -- ours --------------------------------------------------------------------------------------
+
+
+@pass_environment
+def sort_by(environment: Any, value: Any, *paths: str, reverse: bool = False) -> Any:
+    """:func:`controller.render.filters.sort_by`, through the memo over a long list."""
+    items = as_list(value)
+    if items is not None and not reverse:
+        try:
+            compiled = filters.compile_paths(paths, "sort_by")
+
+            def key_of(x: Any) -> tuple[tuple[int, Any], ...]:
+                key: list[tuple[int, Any]] = []
+                for path in compiled:
+                    v = path_walk(x, path)
+                    key.append((0, "") if v is MISSING or v is None else (1, scalar(v)))
+                return tuple(key)
+
+            return sorted_by(memos_of(environment), ("sort_by", *compiled), None, items, key_of)
+        except Exception:
+            value = items
+    return filters.sort_by(value, *paths, reverse=reverse)
+
+
+@pass_environment
+def group_by(environment: Any, value: Any, path: str) -> Any:
+    """:func:`controller.render.filters.group_by`, through the memo over a long list."""
+    items = as_list(value)
+    if items is not None:
+        try:
+            (compiled,) = filters.compile_paths([path], "group_by")
+
+            def key_of(x: Any) -> Any:
+                v = path_walk(x, compiled)
+                return None if v is MISSING else scalar(v)
+
+            key = ("group_by", compiled)
+            return grouped_by(memos_of(environment), key, None, items, key_of, filters.Group)
+        except Exception:
+            value = items
+    return filters.group_by(value, path)
+
+
+@pass_environment
+def map_entries(environment: Any, value: Any, key: str, val: str) -> Any:
+    """:func:`controller.render.filters.map_entries`, through the memo over a long list."""
+    items = as_list(value)
+    if items is not None:
+        try:
+            key_path, val_path = filters.compile_paths([key, val], "map_entries")
+
+            def line(x: Any) -> str:
+                k, v = path_walk(x, key_path), path_walk(x, val_path)
+                if k is MISSING or v is MISSING:
+                    raise Unsafe
+                return f"{filters.map_key(scalar(k))} {filters.map_value(scalar(v))}\n"
+
+            site = ("map_entries", key_path, val_path)
+            return "".join(per_item(memos_of(environment), site, None, items, line))
+        except Exception:
+            value = items
+    return filters.map_entries(value, key, val)
+
+
+LIST_FILTERS: dict[str, Callable[..., Any]] = {
+    "map": map_,
+    "unique": unique,
+    "sort": sort,
+    "selectattr": _memo_select(True),
+    "rejectattr": _memo_select(False),
+    "sort_by": sort_by,
+    "group_by": group_by,
+    "map_entries": map_entries,
+}

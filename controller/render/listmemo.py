@@ -1,0 +1,531 @@
+"""The list filters' previous results, brought up to date by what changed since.
+
+At 10,000 Ingresses one changed Ingress leaves 9,999 fragments (and their routes) the very
+same objects as in the previous render; the lists built from them — 20,000 routes selected,
+sorted, made unique, grouped and written as map lines several times over — differ from the
+previous call's in one place. Done from scratch, those passes were most of such a render.
+Here each call of a memoized filter over a long list finds the previous call with the same
+filter and arguments whose input shares the longest common head and tail with this one
+(compared by identity, in C), and computes only the items in between; the rest of its result
+is the previous one's, spliced (in C) or, for sorts and groups, updated in place of a copy.
+
+The result must be what the filter computes from scratch, byte for byte. That holds because a
+reused per-item result depends only on the item, which is the very same object, and on the
+filter's arguments, which are equal as templates can tell (:func:`same_argument`), and because
+every value a result is made of cannot change while its holder stays the same object:
+
+* an item is walked only through plain ``dict`` (templates cannot mutate one: the sandbox is
+  immutable), :class:`~controller.resources.FrozenDict` (stored objects), ``list``/``tuple``,
+  a :class:`~controller.render.grown.GrownList` already shared (never appended to again) and
+  a :class:`~controller.render.fragments.Fragment`'s exports;
+* a value that decides a result (a test's argument, a sort or group key) is a scalar;
+* anything else — a namespace (assignable), a missing attribute (an undefined whose use may
+  raise), a test that reads the context, a NaN — raises :class:`Unsafe`, and the filter
+  computes the call the way it always has, lazily where Jinja2 is lazy, errors included.
+
+Filters that Jinja2 makes lazy (``map``, ``selectattr``, ``unique``) stay iterators here
+(:class:`Listed`: no ``len``, always true), so a template cannot tell the two paths apart;
+the memoized filters read a fresh :class:`Listed` as the list it wraps.
+
+``tests/render/test_render_listmemo.py`` compares every memoized filter with its plain
+result over random edit sequences; the quickstart's incremental property test covers them in
+place. Entries hold the latest few inputs and results per (filter, arguments) — about a
+dozen lists of the largest collection's size — and lists under :data:`MIN_ITEMS` are never
+memoized.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Hashable, Iterator
+from itertools import compress, count, islice, repeat
+from operator import is_, is_not
+from typing import Any
+
+from controller.render.fragments import Fragment, same_argument
+from controller.render.grown import GrownList, mark_shared
+from controller.resources import MISSING, FrozenDict
+
+__all__ = [
+    "MIN_ITEMS",
+    "ListMemos",
+    "Listed",
+    "Unsafe",
+    "memos_of",
+    "scalar",
+]
+
+MIN_ITEMS = 64
+"""Shorter lists are computed directly: the bookkeeping would cost more than it saves."""
+
+_PER_KEY = 4
+_MAX_KEYS = 512
+
+
+class Unsafe(Exception):
+    """This call's results could change while its items stay the same objects: compute it
+    the plain way."""
+
+
+class Listed:
+    """An iterator over a finished list: what a lazy filter returns from the memoized path.
+
+    To templates it is the generator Jinja2's filter returned: no ``len``, always true, read
+    once (a second pass finds it exhausted), nothing reachable by attribute (the sandbox
+    hides names starting with ``_``). The memoized filters take the list itself while it is
+    unread (:meth:`_take`), and it is then used up, as a generator would be."""
+
+    __slots__ = ("_it", "_items")
+
+    def __init__(self, items: list[Any]) -> None:
+        self._items = items
+        self._it: Iterator[Any] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._it is None:
+            self._it = iter(self._items)
+        return self._it
+
+    def __next__(self) -> Any:
+        return next(iter(self))
+
+    def _take(self) -> list[Any] | None:
+        if self._it is not None:
+            return None
+        self._it = iter(())
+        return self._items
+
+
+def as_list(value: Any) -> list[Any] | None:
+    """The items of ``value`` as a list the caller may keep, or None when it is not a list,
+    tuple or unread :class:`Listed` of at least :data:`MIN_ITEMS` items (a :class:`Listed`
+    of fewer is left unread)."""
+    tp = type(value)
+    if tp is Listed:
+        listed: Listed = value
+        if len(listed._items) < MIN_ITEMS:
+            return None
+        return listed._take()
+    if (tp is list or tp is tuple or tp is GrownList) and len(value) >= MIN_ITEMS:
+        return list(value)
+    return None
+
+
+# -- values that cannot change under the same holder -----------------------------------------
+
+
+def scalar(value: Any) -> Any:
+    """``value`` if it is a scalar that keeps its order and equality (no NaN), else Unsafe."""
+    tp = type(value)
+    if tp is str or tp is int or tp is bool or value is None:
+        return value
+    if tp is float and not math.isnan(value):
+        return value
+    raise Unsafe
+
+
+def _container(value: Any) -> int:
+    """1 for a mapping, 2 for a sequence, 0 for a leaf that cannot change; Unsafe else."""
+    tp = type(value)
+    if tp is dict or tp is FrozenDict:
+        return 1
+    if tp is list or tp is tuple:
+        return 2
+    if tp is GrownList:
+        if not value._shared:
+            raise Unsafe
+        return 2
+    if tp is str or tp is int or tp is bool or tp is float or value is None:
+        return 0
+    raise Unsafe
+
+
+def jinja_walk(item: Any, parts: list[Any]) -> Any:
+    """What Jinja2's attribute getter (through the environment's ``getitem``) finds at
+    ``parts``, when every step is an item that exists; Unsafe otherwise (an undefined, a
+    method found by name, a namespace...)."""
+    cur = item
+    for part in parts:
+        if type(cur) is Fragment:
+            if type(part) is not str or part[:1] == "_" or part not in cur.__dict__:
+                raise Unsafe
+            cur = mark_shared(cur.__dict__[part])
+            continue
+        kind = _container(cur)
+        if kind == 1:
+            try:
+                if part not in cur:
+                    raise Unsafe
+            except TypeError:
+                raise Unsafe from None
+            cur = cur[part]
+        elif kind == 2 and type(part) is int and 0 <= part < len(cur):
+            cur = cur[part]
+        else:
+            raise Unsafe
+    return cur
+
+
+def path_walk(item: Any, path: tuple[Any, ...]) -> Any:
+    """:func:`controller.resources.lookup` (MISSING when a step does not exist), walking only
+    containers that cannot change; Unsafe otherwise."""
+    cur = item
+    for seg in path:
+        kind = _container(cur)
+        if kind == 1:
+            if type(seg) is not str:
+                return MISSING  # lookup: an int step into a mapping does not exist
+            cur = cur.get(seg, MISSING)
+            if cur is MISSING:
+                return MISSING
+        elif type(seg) is int or isinstance(seg, int):
+            if kind == 2 and seg < len(cur):
+                cur = cur[seg]
+            else:
+                return MISSING
+        else:
+            return MISSING
+    return cur
+
+
+# -- the memo ---------------------------------------------------------------------------------
+
+
+class _Entry:
+    """One earlier call: its arguments, its input and what the filter kept of its work."""
+
+    __slots__ = ("args", "items", "state")
+
+    def __init__(self, args: Any, items: list[Any], state: Any) -> None:
+        self.args = args
+        self.items = items
+        self.state = state
+
+
+class Match:
+    """How this call's input differs from an earlier call's: the items at ``old_at`` of the
+    earlier input (``old``) gave way to those at ``new_at`` of this one (``new``); every other
+    item is the same object, in the same order.
+
+    Two shapes: inputs of one length that differ at a few scattered places (a changed route
+    sorted into the middle of the list), and a run between a common head and tail (an item
+    added or removed)."""
+
+    __slots__ = ("entry", "head", "new", "new_at", "old", "old_at", "rest", "shift")
+
+    def __init__(
+        self, entry: _Entry, items: list[Any], at: list[int] | None, head: int = 0, tail: int = 0
+    ) -> None:
+        self.entry = entry
+        was = entry.items
+        if at is not None:
+            self.old_at = self.new_at = at
+            self.old = [was[i] for i in at]
+            self.new = [items[i] for i in at]
+            self.head, self.rest, self.shift = -1, -1, 0
+        else:
+            self.head, self.rest, self.shift = head, len(was) - tail, len(items) - len(was)
+            self.old = was[head : self.rest]
+            self.new = items[head : len(items) - tail]
+            self.old_at = list(range(head, self.rest))
+            self.new_at = list(range(head, head + len(self.new)))
+
+    @property
+    def changed(self) -> int:
+        return len(self.old) + len(self.new)
+
+    def splice(self, old: list[Any], values: list[Any]) -> list[Any]:
+        """A list parallel to the earlier input made parallel to this one: ``values`` (one
+        per new item) in place of the entries of the items that gave way."""
+        if self.head < 0:
+            out = list(old)
+            for i, v in zip(self.new_at, values, strict=True):
+                out[i] = v
+            return out
+        return old[: self.head] + values + old[self.rest :]
+
+    def gone(self, q: int) -> bool:
+        """Did the earlier input's item at ``q`` give way?"""
+        if self.head < 0:
+            return q in self.old_at
+        return self.head <= q < self.rest
+
+    def renumber(self, q: int) -> int:
+        """An unchanged item's position in this input, from its position in the earlier."""
+        return q if q < self.head or self.head < 0 else q + self.shift
+
+
+def _scattered(old: list[Any], new: list[Any], limit: int) -> list[int] | None:
+    """The positions where two lists of one length hold other objects, if at most ``limit``."""
+    at = list(islice(compress(count(), map(is_not, old, new)), limit + 1))
+    return at if len(at) <= limit else None
+
+
+def _common(old: list[Any], new: list[Any]) -> tuple[int, int]:
+    n = min(len(old), len(new))
+    head = next(compress(count(), map(is_not, old, new)), n)
+    if head == n:
+        return head, 0
+    tail = next(compress(count(), map(is_not, reversed(old), reversed(new))), n)
+    return head, min(tail, n - head)
+
+
+class ListMemos:
+    """The memo of one environment (one renderer), shared by its renders.
+
+    Entries are never changed once stored, only replaced, so a render in another thread may
+    read them at any time."""
+
+    def __init__(self) -> None:
+        self._sites: dict[Hashable, tuple[_Entry, ...]] = {}
+
+    def find(self, key: Hashable, args: Any, items: list[Any]) -> Match | None:
+        """The earlier call under ``key`` with these arguments whose input differs least from
+        ``items``, if it differs in few enough places to be worth updating."""
+        limit = max(8, len(items) // 16)
+        best: Match | None = None
+        for entry in self._sites.get(key, ()):
+            if not same_argument(entry.args, args):
+                continue
+            if len(entry.items) == len(items):
+                at = _scattered(entry.items, items, limit)
+                if at is None:
+                    continue
+                match = Match(entry, items, at)
+            else:
+                head, tail = _common(entry.items, items)
+                match = Match(entry, items, None, head, tail)
+                if match.changed > 2 * limit:
+                    continue
+            if best is None or match.changed < best.changed:
+                best = match
+        return best
+
+    def latest(self, key: Hashable, args: Any) -> _Entry | None:
+        """The latest call under ``key`` with these arguments."""
+        for entry in self._sites.get(key, ()):
+            if same_argument(entry.args, args):
+                return entry
+        return None
+
+    def store(
+        self, key: Hashable, args: Any, items: list[Any], state: Any, was: Match | None
+    ) -> None:
+        entries = self._sites.get(key, ())
+        if was is not None:
+            entries = tuple(e for e in entries if e is not was.entry)
+        if key not in self._sites and len(self._sites) >= _MAX_KEYS:
+            self._sites.clear()
+        self._sites[key] = (_Entry(args, items, state), *entries[: _PER_KEY - 1])
+
+
+def memos_of(environment: Any) -> ListMemos:
+    memos: ListMemos | None = getattr(environment, "htc_lists", None)
+    if memos is None:
+        memos = environment.htc_lists = ListMemos()
+    return memos
+
+
+# -- the shapes of result -------------------------------------------------------------------
+
+
+def per_item(
+    memos: ListMemos, key: Hashable, args: Any, items: list[Any], each: Callable[[Any], Any]
+) -> list[Any]:
+    """``[each(x) for x in items]``, the unchanged items' results taken from the earlier call.
+    ``each`` raises Unsafe for an item whose result could change under it.
+
+    When the items moved (a list sorted again after one changed its key), each is looked up
+    by identity in the latest call's instead: still a pass in C over the rest."""
+    match = memos.find(key, args, items)
+    if match is not None:
+        results = match.splice(match.entry.state, [each(x) for x in match.new])
+    else:
+        entry = memos.latest(key, args)
+        if entry is None:
+            results = [each(x) for x in items]
+        else:
+            get = dict(zip(map(id, entry.items), entry.state, strict=True)).get
+            results = [get(i, _NONE) for i in map(id, items)]
+            for i in compress(count(), map(is_, results, repeat(_NONE))):
+                results[i] = each(items[i])
+    memos.store(key, args, items, results, match)
+    return results
+
+
+_NONE: Any = object()
+"""No result yet (a result may be None itself)."""
+
+
+class _Sorted:
+    """A stable sort's result with each item's key and its position in the input."""
+
+    __slots__ = ("keys", "out", "pos")
+
+    def __init__(self, out: list[Any], keys: list[Any], pos: list[int]) -> None:
+        self.out = out
+        self.keys = keys
+        self.pos = pos
+
+
+def sorted_by(
+    memos: ListMemos, key: Hashable, args: Any, items: list[Any], key_of: Callable[[Any], Any]
+) -> list[Any]:
+    """``sorted(items, key=key_of)`` (stable, ascending). ``key_of`` raises Unsafe for a key
+    that could change; a key that cannot be compared raises TypeError, as sorting would."""
+    match = memos.find(key, args, items)
+    state: _Sorted | None = None
+    if match is not None:
+        try:
+            state = _resorted(match, key_of)
+        except TypeError:
+            state = None  # let the sort from scratch raise, or not, as it would
+    if state is None:
+        keys = [key_of(x) for x in items]
+        order = sorted(range(len(items)), key=keys.__getitem__)
+        state = _Sorted([items[i] for i in order], [keys[i] for i in order], order)
+    memos.store(key, args, items, state, match)
+    return list(state.out)
+
+
+def _resorted(match: Match, key_of: Callable[[Any], Any]) -> _Sorted:
+    """The earlier sort with the items that gave way taken out and the new ones put in.
+
+    Among equal keys the input order decides, so each item's input position is kept beside
+    it: an item that gave way is found by its key, identity and position; a new one goes
+    before the first of its key that comes after it in the input."""
+    was: _Sorted = match.entry.state
+    out, keys, pos = list(was.out), list(was.keys), list(was.pos)
+    for x, q in zip(match.old, match.old_at, strict=True):
+        k = key_of(x)
+        lo, hi = bisect_left(keys, k), bisect_right(keys, k)
+        at = next((i for i in range(lo, hi) if pos[i] == q and out[i] is x), None)
+        if at is None:
+            raise TypeError("an item left the sort under another key")  # cannot happen
+        del out[at], keys[at], pos[at]
+    if match.shift:
+        pos = [match.renumber(q) for q in pos]
+    for x, p in zip(match.new, match.new_at, strict=True):
+        k = key_of(x)
+        lo, hi = bisect_left(keys, k), bisect_right(keys, k)
+        at = next((i for i in range(lo, hi) if pos[i] > p), hi)
+        out.insert(at, x)
+        keys.insert(at, k)
+        pos.insert(at, p)
+    return _Sorted(out, keys, pos)
+
+
+class _Firsts:
+    """Each item's key, and whether it is the first of its key."""
+
+    __slots__ = ("firsts", "keys")
+
+    def __init__(self, keys: list[Any], firsts: list[bool]) -> None:
+        self.keys = keys
+        self.firsts = firsts
+
+
+def unique_by(
+    memos: ListMemos, key: Hashable, args: Any, items: list[Any], key_of: Callable[[Any], Any]
+) -> list[Any]:
+    """The first item of each key, in input order (Jinja2's ``unique``). Keys are scalars.
+
+    Only the keys of the items that changed can change which item comes first: for each,
+    the earlier first item (if it stayed) loses its mark and the first one now gets it."""
+    match = memos.find(key, args, items)
+    if match is None:
+        keys = [key_of(x) for x in items]
+        seen: set[Any] = set()
+        firsts: list[bool] = []
+        for k in keys:
+            firsts.append(k not in seen)
+            seen.add(k)
+    else:
+        was: _Firsts = match.entry.state
+        new_keys = [key_of(x) for x in match.new]
+        keys = match.splice(was.keys, new_keys)
+        firsts = match.splice(was.firsts, [False] * len(new_keys))
+        affected = {*(was.keys[q] for q in match.old_at), *new_keys}
+        for k in affected:
+            try:
+                q = was.keys.index(k)
+            except ValueError:
+                continue
+            if not match.gone(q):
+                firsts[match.renumber(q)] = False
+        for k in affected:
+            try:
+                firsts[keys.index(k)] = True
+            except ValueError:
+                continue
+    memos.store(key, args, items, _Firsts(keys, firsts), match)
+    return list(compress(items, firsts))
+
+
+class _Groups:
+    """Each item's key, and the groups in key order with their sort keys."""
+
+    __slots__ = ("groups", "keys", "order")
+
+    def __init__(self, keys: list[Any], groups: list[Any], order: list[Any]) -> None:
+        self.keys = keys
+        self.groups = groups
+        self.order = order
+
+
+def _group_order(k: Any) -> tuple[int, Any]:
+    return (0, "") if k is None else (1, k)
+
+
+def grouped_by(
+    memos: ListMemos,
+    key: Hashable,
+    args: Any,
+    items: list[Any],
+    key_of: Callable[[Any], Any],
+    group: Callable[[Any, list[Any]], Any],
+) -> list[Any]:
+    """``group(k, its items)`` for each key, in key order (None first), items in input order.
+
+    Only the groups of the changed items' keys are made again; the others are the earlier
+    objects. Keys that cannot be compared raise TypeError, as the sort from scratch would."""
+    match = memos.find(key, args, items)
+    state: _Groups | None = None
+    if match is not None:
+        was: _Groups = match.entry.state
+        new_keys = [key_of(x) for x in match.new]
+        keys = match.splice(was.keys, new_keys)
+        groups, order = list(was.groups), list(was.order)
+        try:
+            for k in {*(was.keys[q] for q in match.old_at), *new_keys}:
+                o = _group_order(k)
+                at = bisect_left(order, o)
+                if at < len(order) and order[at] == o:
+                    del groups[at], order[at]
+                members: list[Any] = []
+                first: Any = None
+                i = -1
+                while True:
+                    try:
+                        i = keys.index(k, i + 1)
+                    except ValueError:
+                        break
+                    first = keys[i] if not members else first
+                    members.append(items[i])
+                if members:  # keyed by its first item's key, as a dict keeps it
+                    groups.insert(at, group(first, members))
+                    order.insert(at, o)
+            state = _Groups(keys, groups, order)
+        except TypeError:
+            state = None
+    if state is None:
+        keys = [key_of(x) for x in items]
+        by: dict[Any, list[Any]] = {}
+        for k, x in zip(keys, items, strict=True):
+            by.setdefault(k, []).append(x)
+        ordered = sorted(by, key=_group_order)
+        groups = [group(k, by[k]) for k in ordered]
+        state = _Groups(keys, groups, [_group_order(k) for k in ordered])
+    memos.store(key, args, items, state, match)
+    return list(state.groups)

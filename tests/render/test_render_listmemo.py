@@ -1,0 +1,181 @@
+"""The memoized list filters (controller.render.listmemo) give, call after call over an
+edited list, what the plain filters give from scratch: items, order, keys kept as first seen,
+errors — whatever the edits (replace, insert, delete, move, the same object twice)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jinja2 import DictLoader
+from jinja2.utils import Namespace
+
+from controller.render import listmemo
+from controller.render.environment import TemplateEnvironment
+from controller.render.filters import FILTERS
+from controller.render.listfilters import LIST_FILTERS
+
+EXPRESSIONS = [
+    "xs | map(attribute='k') | list",
+    "xs | map(attribute='sub.0') | list",
+    "xs | selectattr('k') | list",
+    "xs | selectattr('k', 'eq', 1) | list",
+    "xs | rejectattr('k', 'in', ['a', 2]) | list",
+    "xs | selectattr('k', 'string') | map(attribute='id') | list",
+    "xs | unique(attribute='k') | list",
+    "xs | unique(attribute='k', case_sensitive=true) | list",
+    "xs | map(attribute='k') | unique | list",
+    "xs | sort(attribute='k')",
+    "xs | sort(attribute='k,j', case_sensitive=true)",
+    "xs | sort_by('k')",
+    "xs | sort_by('j', 'k')",
+    "xs | sort_by('sub[1]')",
+    "xs | sort_by('k') | unique(attribute='j') | sort_by('j') | list",
+    "xs | group_by('k')",
+    "xs | group_by('j') | map(attribute='items') | list",
+    "xs | selectattr('s') | map_entries('s', 'j')",
+    "xs | map_entries('s', 'j')",
+    "xs | selectattr('k') | first",
+    "xs | selectattr('k') | length",
+]
+
+KEYS = st.sampled_from([0, 1, 2, True, 1.0, "a", "A", "b", None, float("nan")])
+SAFE_KEYS = st.sampled_from([0, 1, 2, True, 1.0, None])
+TEXT_KEYS = st.sampled_from(["a", "A", "b", "x y", ""])
+
+
+@st.composite
+def items(draw: Any, n: int) -> dict[str, Any]:
+    """An item; most have safe keys of one kind, so most sorts succeed."""
+    mixed = draw(st.integers(0, 9)) == 0
+    item: dict[str, Any] = {
+        "id": n,
+        "k": draw(KEYS if mixed else SAFE_KEYS),
+        "j": draw(SAFE_KEYS),
+        "s": draw(TEXT_KEYS),
+        "sub": [draw(SAFE_KEYS), draw(SAFE_KEYS)],
+    }
+    drop = draw(st.integers(0, 14))
+    if drop == 0:
+        del item["k"]
+    elif drop == 1:
+        item["k"] = Namespace(v=n)  # assignable: never memoized through
+    elif drop == 2:
+        item["sub"] = []
+    return item
+
+
+EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["replace", "insert", "delete", "move", "again", "same"]),
+        st.integers(0, 1000),
+        st.integers(0, 1000),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _env(memo: bool) -> TemplateEnvironment:
+    env = TemplateEnvironment(DictLoader({e: "{{ " + e + " }}" for e in EXPRESSIONS}))
+    env.cache = {}  # compile each expression once per environment
+    env.filters.update(FILTERS)
+    if memo:
+        env.filters.update(LIST_FILTERS)
+    return env
+
+
+def _outcome(env: TemplateEnvironment, expression: str, xs: list[Any]) -> str:
+    try:
+        return "ok " + env.get_template(expression).render(xs=xs)
+    except Exception as exc:  # the error, compared by kind: the plain one comes from Jinja2
+        return "error " + type(exc).__name__
+
+
+PLAIN = _env(False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _memo_every_list() -> Iterator[None]:
+    saved = listmemo.MIN_ITEMS
+    listmemo.MIN_ITEMS = 1
+    yield
+    listmemo.MIN_ITEMS = saved
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(0, 40), EDITS)
+def test_memoized_filters_equal_plain_ones_after_any_edits(
+    data: Any, size: int, edits: list[tuple[str, int, int]]
+) -> None:
+    serial = iter(range(10**6))
+    xs = [data.draw(items(next(serial))) for _ in range(size)]
+    memo = _env(True)
+    plain = PLAIN
+    for step in [("same", 0, 0), *edits]:
+        op, a, b = step
+        if op == "replace" and xs:
+            xs[a % len(xs)] = data.draw(items(next(serial)))
+        elif op == "insert":
+            xs.insert(a % (len(xs) + 1), data.draw(items(next(serial))))
+        elif op == "delete" and xs:
+            del xs[a % len(xs)]
+        elif op == "move" and xs:
+            xs.insert(b % len(xs), xs.pop(a % len(xs)))
+        elif op == "again" and xs:
+            xs.insert(b % (len(xs) + 1), xs[a % len(xs)])
+        for expression in EXPRESSIONS:
+            got = _outcome(memo, expression, list(xs))
+            assert got == _outcome(plain, expression, list(xs)), (expression, step)
+
+
+def test_a_changed_item_is_all_that_is_computed_again() -> None:
+    """The memo is used: after one item changes, the key of that item alone is asked for."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i % 7} for i in range(200)]
+    asked: list[Any] = []
+
+    def key_of(x: Any) -> Any:
+        asked.append(x)
+        return x["k"]
+
+    first = listmemo.sorted_by(memos, "site", None, xs, key_of)
+    assert first == sorted(xs, key=lambda x: x["k"])
+    asked.clear()
+    ys = list(xs)
+    ys[50] = {"k": 3}
+    again = listmemo.sorted_by(memos, "site", None, ys, key_of)
+    assert again == sorted(ys, key=lambda x: x["k"])
+    assert [a is b for a, b in zip(again, sorted(ys, key=lambda x: x["k"]), strict=True)]
+    assert asked == [xs[50], ys[50]]  # the one that left and the one that came
+
+
+def test_an_unread_result_reads_like_a_generator() -> None:
+    """A memoized lazy filter's result is, to a template, the generator it used to be."""
+    env = _env(True)
+    xs = [{"k": i} for i in range(100)]
+    template = env.from_string(
+        "{% set g = xs | selectattr('k') %}{{ g | list | length }} {{ g | list | length }}"
+        " {{ g is sequence }} {{ (xs | selectattr('k')) is iterable }} {{ g._items is defined }}"
+    )
+    assert template.render(xs=xs) == "99 0 False True False"
+
+
+def test_moved_items_are_found_by_identity() -> None:
+    """A list sorted again after one item changed its key: its per-item results are reused."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i} for i in range(100)]
+    calls: list[Any] = []
+
+    def each(x: Any) -> Any:
+        calls.append(x)
+        return x["k"] * 2
+
+    listmemo.per_item(memos, "site", None, xs, each)
+    calls.clear()
+    ys = [*xs[1:60], xs[0], *xs[60:]]
+    assert listmemo.per_item(memos, "site", None, ys, each) == [y["k"] * 2 for y in ys]
+    assert calls == []
