@@ -37,7 +37,7 @@ holds the fragments of the latest call only, one per item.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,6 +229,11 @@ def fragments(
                 tokens_now[collection] = None
         return tokens_now[collection]
 
+    # Entries share their tokens mappings (see _Tokens), so what follows is asked once per
+    # distinct mapping, not once per item: at 10,000 Ingresses a render keeps 30,000 entries.
+    tokens = _Tokens(token_now)
+    given: set[int] = set()
+    pending = 0
     entries: dict[int, _Entry] = {}
     out: list[Fragment] = []
     for item in items:
@@ -238,24 +243,32 @@ def fragments(
             and entry.item is item
             and entry.call is call
             and raw is not None
-            # Each check only when there is something to check: most items are kept, and
-            # at 10,000 Ingresses a render checks 30,000 of them.
+            # Each check only when there is something to check: most items are kept.
             and (not entry.namespaces or intact(entry.namespaces))
-            and (not entry.reads or unchanged(raw, entry.reads, entry.tokens))
+            and (
+                not entry.reads
+                or tokens.current(entry.tokens)
+                or unchanged(raw, entry.reads, entry.tokens)
+            )
             and (not entry.used or all(module_now(m) is module for m, module in entry.used))
         ):
-            if meter is not None:
-                meter.charge(entry.chars)
-            if entry.tokens and any(token_now(c) is not t for c, t in entry.tokens.items()):
+            pending += entry.chars
+            if len(entries) % 256 == 0 and meter is not None:
+                meter.charge(pending)
+                pending = 0
+            if entry.tokens and tokens.moved(entry.tokens):
                 # Checked against this content now: next time the tokens will do. (A new
                 # entry, not a changed one: a render in another thread may be reading it.)
-                now = {c: token_now(c) for c in entry.tokens}
                 entry = _Entry(
-                    item, call, entry.fragment, entry.reads, now, entry.used, entry.modules,
-                    entry.namespaces, entry.chars,
+                    item, call, entry.fragment, entry.reads, tokens.renewed(entry.tokens),
+                    entry.used, entry.modules, entry.namespaces, entry.chars,
                 )  # fmt: skip
         else:
+            if meter is not None and pending:
+                meter.charge(pending)
+                pending = 0
             entry = _evaluate(template, variables, name, item, call)
+            entry.tokens = tokens.shared(entry.tokens)
             if parent is not None:
                 parent.fresh += 1
         entries[id(item)] = entry
@@ -263,16 +276,67 @@ def fragments(
         if parent is not None:
             if entry.reads:
                 parent.reads.extend(entry.reads)
-                for c in entry.tokens:
-                    if c not in parent.tokens:
-                        parent.tokens[c] = token_now(c)
+                if id(entry.tokens) not in given:
+                    given.add(id(entry.tokens))
+                    for c in entry.tokens:
+                        if c not in parent.tokens:
+                            parent.tokens[c] = token_now(c)
             if entry.used:
                 parent.used.update(entry.used)
                 parent.modules.update(entry.modules)
             if entry.namespaces and parent.created is not None:
                 parent.created.extend(weakref.ref(ns) for ns, _ in entry.namespaces)
+    if meter is not None and pending:
+        meter.charge(pending)
     sites[name] = _Site(site.args, http, extra, call, entries)
     return out
+
+
+class _Tokens:
+    """The tokens mappings of one call's entries, shared among entries that read the same
+    collections at the same content, and whether each is still current.
+
+    Every mapping seen stays referenced by an entry for the whole call, so its ``id`` is not
+    reused while these tables live; the mapping itself is kept beside each verdict anyway."""
+
+    __slots__ = ("_renewed", "_shared", "_token_now", "_verdicts")
+
+    def __init__(self, token_now: Callable[[str], object | None]) -> None:
+        self._token_now = token_now
+        self._verdicts: dict[int, tuple[Tokens, bool, bool]] = {}
+        self._renewed: dict[int, tuple[Tokens, Tokens]] = {}
+        self._shared: dict[tuple[tuple[str, int], ...], Tokens] = {}
+
+    def current(self, tokens: Tokens) -> bool:
+        """Does every collection these tokens name still hold the very content it held? Then
+        every read of it gets the same answer (see :func:`unchanged`)."""
+        return self._verdict(tokens)[1]
+
+    def moved(self, tokens: Tokens) -> bool:
+        """Is any of these tokens not the collection's token now (None included)?"""
+        return not self._verdict(tokens)[2]
+
+    def _verdict(self, tokens: Tokens) -> tuple[Tokens, bool, bool]:
+        hit = self._verdicts.get(id(tokens))
+        if hit is None or hit[0] is not tokens:
+            now = {c: self._token_now(c) for c in tokens}
+            same = all(now[c] is t for c, t in tokens.items())
+            current = same and None not in now.values()
+            hit = self._verdicts[id(tokens)] = (tokens, current, same)
+        return hit
+
+    def renewed(self, tokens: Tokens) -> Tokens:
+        """The same collections at their content now, one mapping for all who had ``tokens``."""
+        hit = self._renewed.get(id(tokens))
+        if hit is None or hit[0] is not tokens:
+            fresh = self.shared({c: self._token_now(c) for c in tokens})
+            hit = self._renewed[id(tokens)] = (tokens, fresh)
+        return hit[1]
+
+    def shared(self, tokens: Tokens) -> Tokens:
+        """An equal mapping (same collections, same token objects) seen before, or this one."""
+        key = tuple((c, id(t)) for c, t in tokens.items())
+        return self._shared.setdefault(key, tokens)
 
 
 def _evaluate(
