@@ -37,7 +37,7 @@ holds the fragments of the latest call only, one per item.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,15 +70,19 @@ __all__ = ["Fragment", "fragments", "same_argument"]
 
 
 class Fragment:
-    """One item's evaluation: its exported names as attributes, its text as ``str()``."""
+    """One item's evaluation: its exported names as attributes, its text as ``str()``.
 
-    def __init__(self, exports: Mapping[str, Any], text: Traced) -> None:
-        self.__dict__.update(exports)
-        self.__dict__["_text"] = text  # templates cannot reach names starting with "_"
+    Slotted around the exports mapping the evaluation returned (not a copy of it in a
+    ``__dict__``): at 10,000 Ingresses a render keeps 30,000 of them."""
+
+    __slots__ = ("_exports", "_text")  # templates cannot reach names starting with "_"
+
+    def __init__(self, exports: dict[str, Any], text: Traced) -> None:
+        self._exports = exports
+        self._text = text
 
     def __str__(self) -> str:
-        text: Traced = self.__dict__["_text"]
-        return text
+        return self._text
 
     def __getitem__(self, name: str) -> Any:
         """``f['routes']`` as ``f.routes`` (Jinja2 tries the item first, e.g. in ``map``).
@@ -86,11 +90,16 @@ class Fragment:
         it then copies it, and the kept fragment never changes (controller.render.grown)."""
         if type(name) is not str or name[:1] == "_":
             raise KeyError(name)
-        return mark_shared(self.__dict__[name])
+        return mark_shared(self._exports[name])
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def __repr__(self) -> str:
-        names = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
-        return f"<fragment {names}>"
+        return f"<fragment {', '.join(self._exports)}>"
 
 
 class _Entry:

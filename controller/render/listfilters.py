@@ -113,7 +113,10 @@ def sort(
             paths = [[] if a is None else _parts(a) for a in split]
             post: Callable[[Any], Any] = _same if case_sensitive else _lower
 
-            def key_of(x: Any) -> list[Any]:
+            # One attribute: the value itself orders as the one-item list Jinja2 builds.
+            def key_of(x: Any) -> Any:
+                if len(paths) == 1:
+                    return post(scalar(jinja_walk(x, paths[0])))
                 return [post(scalar(jinja_walk(x, p))) for p in paths]
 
             key = ("sort", tuple(tuple(p) for p in paths), bool(case_sensitive))
@@ -189,11 +192,13 @@ def sort_by(environment: Any, value: Any, *paths: str, reverse: bool = False) ->
         try:
             compiled = filters.compile_paths(paths, "sort_by")
 
-            def key_of(x: Any) -> tuple[tuple[int, Any], ...]:
-                key: list[tuple[int, Any]] = []
+            # filters.sort_by's pairs, flattened: ((0, ""), (1, v)) orders as (0, "", 1, v),
+            # and one tuple per item is kept instead of three.
+            def key_of(x: Any) -> tuple[Any, ...]:
+                key: list[Any] = []
                 for path in compiled:
                     v = path_walk(x, path)
-                    key.append((0, "") if v is MISSING or v is None else (1, scalar(v)))
+                    key += (0, "") if v is MISSING or v is None else (1, scalar(v))
                 return tuple(key)
 
             return sorted_by(memos_of(environment), ("sort_by", *compiled), None, items, key_of)

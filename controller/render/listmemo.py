@@ -148,9 +148,10 @@ def jinja_walk(item: Any, parts: list[Any]) -> Any:
     cur = item
     for part in parts:
         if type(cur) is Fragment:
-            if type(part) is not str or part[:1] == "_" or part not in cur.__dict__:
+            exports = cur._exports
+            if type(part) is not str or part[:1] == "_" or part not in exports:
                 raise Unsafe
-            cur = mark_shared(cur.__dict__[part])
+            cur = mark_shared(exports[part])
             continue
         kind = _container(cur)
         if kind == 1:
