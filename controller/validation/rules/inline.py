@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -238,10 +239,20 @@ class OutputMemo:
             return (name, out.path, hit[1])
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         with self._lock:
+            self._forget_unheld()
             if len(self._ids) >= self.MAX_IDENTITIES:
                 self._ids.clear()
             self._ids[id(text)] = (text, digest)
         return (name, out.path, digest)
+
+    def _forget_unheld(self) -> None:
+        """Drop the texts no one but this memo holds: such a string can never be handed in
+        again, so its entry finds nothing, and at 10,000 Ingresses each is a 2.6 MB
+        haproxy.cfg of a past render (six of them were 15 MB of ``htc local``'s memory)."""
+        for ident, (text, _) in list(self._ids.items()):
+            # References: the entry's tuple, the name ``text``, getrefcount's argument.
+            if sys.getrefcount(text) <= 3:
+                del self._ids[ident]
 
     def get(self, key: _OutputKey) -> tuple[Verdict, RuleCounters] | None:
         with self._lock:
