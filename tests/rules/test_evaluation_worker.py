@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 
 from controller.render import Renderer, RenderResult
 from controller.validation import StageContext
-from controller.validation.rules import Isolation, RuleSet, RulesStage, check_objects, pool
+from controller.validation.rules import Isolation, RuleSet, RulesStage, check_objects, pool, wire
 from controller.validation.rules import budget as budget_module
+from controller.validation.rules import sent as sent_module
 from controller.validation.rules.budget import CancelSignal, RunBudget, execute
 from controller.validation.rules.isolate import (
     Usage,
@@ -33,6 +34,7 @@ from controller.validation.rules.isolate import (
     WorkerDeadline,
     WorkerFailed,
 )
+from controller.validation.rules.judge import output_value
 from controller.validation.rules.pool import Job, Unavailable, Unshipped, run_in_worker
 from tests.rules.rules_helpers import filled_store, ingress, ingress_rules, make_spec, rule
 from tests.rules.test_deferred_memo import WATCHED, apply_step, ops
@@ -181,11 +183,40 @@ def _unsent() -> str:
 
 
 def test_inputs_too_large_to_send_run_in_a_fork(worker: None) -> None:
+    """Many objects past ``MAX_SHIPPED``, or texts past ``MAX_SHIPPED_TEXT``; bytes that
+    look like a frame of the pickle count as objects."""
     before = pool.stats()
-    job = Job(len, ("x" * (pool.MAX_SHIPPED + 1),))
-    with pytest.raises(Unavailable):
-        run_in_worker(job, 5.0)
-    assert pool.stats()["fallbacks"] == before["fallbacks"] + 1
+    for inputs in (
+        [f"{i}" for i in range(pool.MAX_SHIPPED // 4)],
+        "x" * (wire.MAX_SHIPPED_TEXT + 1),
+        b"\x95" * (pool.MAX_SHIPPED + 1),
+    ):
+        with pytest.raises(Unavailable):
+            run_in_worker(Job(len, (inputs,)), 5.0)
+    assert pool.stats()["fallbacks"] == before["fallbacks"] + 3
+
+
+def test_a_long_text_is_sent_to_the_worker(worker: None) -> None:
+    """An output's content is copied, not traversed: past ``MAX_SHIPPED`` it still goes."""
+    before = pool.stats()
+    text = "line\n" * (pool.MAX_SHIPPED // 2)
+    assert len(text) > pool.MAX_SHIPPED
+    assert run_in_worker(Job(len, (text,)), 5.0) == len(text)
+    after = pool.stats()
+    assert (after["jobs"], after["fallbacks"]) == (before["jobs"] + 1, before["fallbacks"])
+
+
+def test_outputs_are_received_as_converted() -> None:
+    """An output travels as its path and content; the worker rebuilds the very value the
+    stage converted (lines split as HAProxy splits them), and which outputs have one."""
+    content = "global\r\n  maxconn 1\u2028x\n\nbackend b\n"
+    value = output_value("haproxy.cfg", "/etc/haproxy/haproxy.cfg", content)
+    sent = sent_module._Outputs({"haproxy.cfg": True, "gone.map": False}, {"haproxy.cfg": value})
+    received = wire.receive(wire.dump(Job(list, ([sent],))), None)()[0]
+    assert isinstance(received, sent_module._Outputs)
+    assert received["haproxy.cfg"] == value
+    assert received["gone.map"] is None
+    assert received.has_value("haproxy.cfg") and not received.has_value("gone.map")
 
 
 def _deferred(stage: RulesStage, render: RenderResult) -> Any:

@@ -24,7 +24,7 @@ from controller.validation.rules.deferred import (
     has_value,
     memo_name,
 )
-from controller.validation.rules.judge import Judgement, State
+from controller.validation.rules.judge import Judgement, State, output_value
 from controller.validation.rules.wire import Unshipped
 
 __all__ = ["sent_inputs"]
@@ -62,10 +62,19 @@ class _Sparse(Sequence[_Self]):
 
 
 class _Outputs(Mapping[str, dict[str, Any] | None]):
-    """Every output, whether it has a value, and the values converted before the batch."""
+    """Every output, whether it has a value, and the values converted before the batch.
+
+    A value travels as its path and content: its ``lines`` are made again from the content
+    as the batch is unpickled (``output_value`` is all a converted output is). Pickling the
+    content is a copy; pickling ``haproxy.cfg``'s lines at 1,000 Ingresses was 12,000 strings,
+    a third of the batch, and pushed it past what a worker is sent (``wire.MAX_SHIPPED``)."""
 
     def __init__(self, present: Mapping[str, bool], done: Mapping[str, dict[str, Any]]) -> None:
         self._present, self._done = dict(present), dict(done)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        texts = {n: (v["path"], v["content"]) for n, v in self._done.items()}
+        return (_received_outputs, (self._present, texts))
 
     def has_value(self, name: str) -> bool:
         return self._present.get(name, False)
@@ -83,6 +92,14 @@ class _Outputs(Mapping[str, dict[str, Any] | None]):
 
     def __len__(self) -> int:
         return len(self._present)
+
+
+def _received_outputs(
+    present: Mapping[str, bool], texts: Mapping[str, tuple[str, str]]
+) -> _Outputs:
+    """In a worker: :class:`_Outputs` from what its ``__reduce__`` sent."""
+    done = {n: output_value(n, path, content) for n, (path, content) in texts.items()}
+    return _Outputs(present, done)
 
 
 _NONE, _PASSED, _SKIPPED = 0, 1, 2
