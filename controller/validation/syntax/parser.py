@@ -157,6 +157,8 @@ class _ChunkResult:
     start: int
     sections: tuple[Section, ...]
     diagnostics: tuple[Diagnostic, ...]
+    key: str
+    """The piece's :func:`_chunk_key`."""
 
     def moved(self, start: int) -> _ChunkResult:
         delta = start - self.start
@@ -164,6 +166,7 @@ class _ChunkResult:
             start,
             tuple([_shift_section(s, delta) for s in self.sections]),
             tuple([_shift_diagnostic(d, delta) for d in self.diagnostics]),
+            self.key,
         )
 
 
@@ -191,27 +194,45 @@ def _shift_diagnostic(d: Diagnostic, delta: int) -> Diagnostic:
     )
 
 
+#: One cache entry: the piece's result at the one line it was seen at, or at a few lines.
+_Entry = _ChunkResult | dict[int, _ChunkResult]
+
+
+def _chunk_key(chunk: str) -> str:
+    """A piece's cache key: the sha256 of its text, as :class:`Section` ``text_hash`` has it.
+
+    Keying by the text itself kept a second copy of every piece of the configuration (3 MB
+    at 10,000 backends) beside the bases' texts; the digest of a plain section is the very
+    string its ``Section`` keeps anyway (see :func:`_fast_section`). A piece without its
+    final newline (the file's last) shares the key of the one with it, and their results
+    are the same: both are split into the same lines."""
+    text = chunk if chunk.endswith("\n") else chunk + "\n"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class _ChunkCache:
     """Chunk text → results by first line (a few positions each: a candidate and the live
     config often differ by a line, and alternate).
 
-    Two generations approximate LRU without bookkeeping on every hit: entries unused for a
-    whole generation are dropped.
+    What is worth keeping is the pieces of the kept bases (found again when they move, or
+    when a text returns) and a few recent others. So when the entries outgrow the bases'
+    pieces by :attr:`spare`, only the bases' pieces stay (:meth:`_prune`). Two generations
+    of 20,000 entries each, as before, let a long-running controller at 10,000 backends
+    keep the results of up to ~30,000 past versions of changed sections (~2 kB each). An
+    entry seen at one line only (nearly all of them) is the result itself, not a dict of
+    one: 2.3 MB less at 10,000 backends.
     """
 
-    def __init__(self, size: int = 20_000, positions: int = 4, bases: int = 3) -> None:
-        self.size = size
+    def __init__(self, spare: int = 4_096, positions: int = 4, bases: int = 3) -> None:
+        self.spare = spare
         self.positions = positions
-        self.current: dict[tuple[str, str], dict[int, _ChunkResult]] = {}
-        self.previous: dict[tuple[str, str], dict[int, _ChunkResult]] = {}
+        self.current: dict[tuple[str, str], _Entry] = {}
+        self._limit = spare
+        """Entries allowed before the next prune: the bases' pieces then, plus ``spare``."""
         self.bases_per_file = bases
         self.bases: dict[str, list[_Base]] = {}
         """File → its last chunked parses, the one made last first."""
         self._lock = threading.Lock()  # pipelines may parse in worker threads
-
-    def get(self, file: str, chunk: str, start: int) -> _ChunkResult:
-        with self._lock:
-            return self._get(file, chunk, start)
 
     def chunked(
         self, file: str, text: str, *, near_only: bool
@@ -271,6 +292,23 @@ class _ChunkCache:
         if file not in self.bases and len(self.bases) >= _BASE_FILES:
             del self.bases[next(iter(self.bases))]
         self.bases[file] = kept
+        if len(self.current) > self._limit:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Keep the entries of the bases' pieces only (with every line each was seen at).
+        About 2 ms at 10,000 backends, once per :attr:`spare` new pieces."""
+        kept: dict[tuple[str, str], _Entry] = {}
+        entries = self.current
+        for file, bases in self.bases.items():
+            for base in bases:
+                for r in base.results:
+                    key = (file, r.key)
+                    if key not in kept:
+                        entry = entries.get(key)
+                        kept[key] = r if entry is None else entry
+        self.current = kept
+        self._limit = len(kept) + self.spare
 
     def _splice(
         self, file: str, text: str, base: _Base, prefix: int, suffix: int
@@ -305,7 +343,7 @@ class _ChunkCache:
                 at = end
                 for i in range(tail, len(cuts)):
                     nxt = cuts[i] + moved
-                    piece = self._get(file, text[at:nxt], results[i].start + shift)
+                    piece = self._get(file, text[at:nxt], results[i].start + shift, results[i])
                     new_results.append(piece)
                     at = nxt
         return new_cuts, new_results
@@ -326,8 +364,12 @@ class _ChunkCache:
         line = results[keep].start + text.count("\n", start, end)
         if line == results[tail].start:
             return False
-        at = self.current.get((file, text[end : cuts[tail] + len(text) - len(base.text)]))
-        return at is None or line not in at
+        at = self.current.get(
+            (file, _chunk_key(text[end : cuts[tail] + len(text) - len(base.text)]))
+        )
+        if at is None:
+            return True
+        return at.start != line if isinstance(at, _ChunkResult) else line not in at
 
     def _pieces(
         self, file: str, text: str, cuts: list[int], start: int, first_line: int
@@ -344,29 +386,37 @@ class _ChunkCache:
             prev = pos
         return list(cuts), out
 
-    def _get(self, file: str, chunk: str, start: int) -> _ChunkResult:
-        key = (file, chunk)
+    def _get(
+        self, file: str, chunk: str, start: int, like: _ChunkResult | None = None
+    ) -> _ChunkResult:
+        """The result of ``chunk`` starting on line ``start``. ``like``: the result of the
+        same text on another line (a base's piece of a shared end), moved when the piece is
+        not cached rather than read again."""
+        digest = _chunk_key(chunk)
+        key = (file, digest)
         at = self.current.get(key)
         if at is None:
-            at = self.previous.get(key)
-            if at is None:
-                at = {start: _parse_chunk(file, chunk, start)}
-            if len(self.current) >= self.size:
-                self.previous, self.current = self.current, {}
+            at = like if like is not None else _parse_chunk(file, chunk, start, digest)
             self.current[key] = at
-        hit = at.get(start)
-        if hit is None:
-            hit = next(iter(at.values())).moved(start)
+        if isinstance(at, _ChunkResult):
+            if at.start == start:
+                return at
+            hit = at.moved(start)
+            self.current[key] = {at.start: at, start: hit}
+            return hit
+        found = at.get(start)
+        if found is None:
+            found = next(iter(at.values())).moved(start)
             if len(at) >= self.positions:
                 del at[next(iter(at))]
-            at[start] = hit
-        return hit
+            at[start] = found
+        return found
 
     def clear(self) -> None:
         with self._lock:
             self.current.clear()
-            self.previous.clear()
             self.bases.clear()
+            self._limit = self.spare
 
 
 def _borders(base: _Base, text: str, prefix: int, suffix: int) -> tuple[int, int, int, int]:
@@ -403,12 +453,13 @@ _BASE_FILES = 8
 _CACHE = _ChunkCache()
 
 
-def _parse_chunk(file: str, chunk: str, start: int) -> _ChunkResult:
+def _parse_chunk(file: str, chunk: str, start: int, digest: str) -> _ChunkResult:
+    """``digest``: :func:`_chunk_key` of ``chunk``."""
     lines = chunk.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if NEEDS_FULL.search(chunk) is None:
-        fast = _fast_section(file, chunk, lines, start)
+        fast = _fast_section(file, digest, lines, start)
         if fast is not None:
             return fast
     walker = _Walker(file, None)
@@ -417,19 +468,22 @@ def _parse_chunk(file: str, chunk: str, start: int) -> _ChunkResult:
         walker.feed(number, line)
         number += 1
     walker.finish()
-    return _ChunkResult(start, tuple(walker.sections), tuple(walker.diagnostics))
+    return _ChunkResult(start, tuple(walker.sections), tuple(walker.diagnostics), digest)
 
 
 #: Token tuples of plain body lines seen before (``    balance roundrobin`` recurs per backend).
 _LINES: dict[str, tuple[Token, ...]] = {}
-_LINES_MAX = 50_000
+#: Emptied when this full: a recurring line recurs within a few sections, and most lines of a
+#: large file are unique (``server`` lines), which 50,000 entries kept as ~6 MB of strings.
+_LINES_MAX = 4_096
 
 
 _DIRECTIVE_PARTS = build.directive_parts()
 
 
-def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _ChunkResult | None:
-    """The common case without the general walker: one section of plain lines.
+def _fast_section(file: str, digest: str, lines: list[str], start: int) -> _ChunkResult | None:
+    """The common case without the general walker: one section of plain lines (``digest``:
+    the sha256 of their text, which is the section's ``text_hash``).
 
     Returns None for anything else (a scope line, a 64-word line, a second header, text
     before the header), which the walker then handles.
@@ -470,11 +524,14 @@ def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _Chunk
             if " ".join(words) == line[indent:]:
                 col = indent + 1  # single blanks between words: columns are running sums
                 out = []
+                last = ""
                 for w in words:
                     column = by_column[col]
                     tok = column.get(w)
                     end = col + len(w)
                     if tok is None:
+                        if w == last:
+                            w = last  # ``server a:80 a:80``: one string for both words
                         tok = new(Token)
                         set_value(tok, w)
                         set_raw(tok, w)
@@ -484,6 +541,7 @@ def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _Chunk
                         column[w] = tok
                         created += 1
                     out.append(tok)
+                    last = w
                     col = end + 1
                 tokens = tuple(out)
             else:
@@ -498,11 +556,8 @@ def _fast_section(file: str, chunk: str, lines: list[str], start: int) -> _Chunk
         set_cond(d, False)
         append(d)
     count_interned(created)
-    text = chunk if chunk.endswith("\n") else chunk + "\n"
-    section = build.section(
-        header, tuple(body), start + len(lines) - 1, hashlib.sha256(text.encode()).hexdigest()
-    )
-    return _ChunkResult(start, (section,), ())
+    section = build.section(header, tuple(body), start + len(lines) - 1, digest)
+    return _ChunkResult(start, (section,), (), digest)
 
 
 def _diag(

@@ -60,7 +60,11 @@ _SIMPLE_ESCAPES = {" ": " ", "\\": "\\", "t": "\t", "n": "\n", "r": "\r", "#": "
 
 _BY_COLUMN: list[dict[str, Token]] = [{} for _ in range(512)]
 TOKEN_PARTS = build.token_parts()
-_INTERN_MAX = 200_000
+#: Tokens the table holds at most before it is emptied. What it saves is the tokens that
+#: recur (``server`` at column 5 in every backend): they are found again within a few
+#: thousand lines. The unique ones (addresses, names) it kept besides the parses that hold
+#: them were 110,000 entries, 3.6 MB of dicts at 10,000 backends, for nothing.
+_INTERN_MAX = 32_768
 _interned = 0
 
 
@@ -144,11 +148,14 @@ def _interned_tokens(line: str, words: list[str]) -> tuple[Token, ...]:
     created = 0
     if " ".join(words) == line[indent:]:
         col = indent + 1  # single blanks between words (the rendered norm): running sums
+        last = ""
         for w in words:
             known = by_column[col]
             tok = known.get(w)
             end = col + len(w)
             if tok is None:
+                if w == last:
+                    w = last  # ``server a:80 a:80``: one string for both words
                 tok = new(Token)
                 set_value(tok, w)
                 set_raw(tok, w)
@@ -158,6 +165,7 @@ def _interned_tokens(line: str, words: list[str]) -> tuple[Token, ...]:
                 known[w] = tok
                 created += 1
             out.append(tok)
+            last = w
             col = end + 1
         _interned += created
         return tuple(out)

@@ -1,0 +1,130 @@
+"""What the syntax stage's module caches keep, at most (issue 20: memory at 10,000 backends).
+
+The parse itself is held to the full, uncached parse by ``test_syntax_incremental``; these
+tests pin the footprint: the piece cache keys by digest (no second copy of the text), an
+entry seen at one line is the bare result, the intern tables stay bounded, and a word
+repeated on its line (``server a:80 a:80``) is one string.
+"""
+
+from __future__ import annotations
+
+import re
+
+from controller.validation.syntax import parse
+from controller.validation.syntax import parser as parser_module
+from controller.validation.syntax import tokenizer as tokenizer_module
+
+
+def _config(backends: int, tag: str = "") -> str:
+    out = [
+        "global",
+        "    maxconn 100",
+        "",
+        "defaults",
+        "    mode http",
+        "    timeout connect 5s",
+        "",
+    ]
+    for i in range(backends):
+        out.append(f"backend be_{tag}{i}")
+        out.append("    balance roundrobin")
+        for s in range(3):
+            addr = f"10.{i // 250}.{i % 250}.{s + 1}:80{tag}"
+            out.append(f"    server {addr} {addr}")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _fresh() -> None:
+    parser_module._CACHE.clear()
+
+
+def test_cache_keys_are_section_digests_not_texts() -> None:
+    _fresh()
+    parsed, found = parse(_config(200), "haproxy.cfg")
+    assert not found
+    cache = parser_module._CACHE
+    hashes = {s.text_hash: s for s in parsed.sections}
+    assert len(cache.current) >= 200
+    for (file, key), entry in cache.current.items():
+        assert file == "haproxy.cfg"
+        assert re.fullmatch(r"[0-9a-f]{64}", key)
+        # Seen at one line: the result itself, not a dict of one.
+        assert isinstance(entry, parser_module._ChunkResult)
+        (section,) = entry.sections
+        if key in hashes:
+            assert section.text_hash is key  # the key is the section's own string
+    _fresh()
+
+
+def test_a_moved_piece_keeps_both_lines() -> None:
+    _fresh()
+    text = _config(50)
+    parse(text, "haproxy.cfg")
+    shifted = text.replace("defaults\n", "defaults\n    option httplog\n", 1)
+    spliced = parse(shifted, "haproxy.cfg")
+    # Every backend moved one line down; its first line is still known beside the new one.
+    entries = [e for e in parser_module._CACHE.current.values() if isinstance(e, dict)]
+    assert len(entries) >= 50
+    assert all(len(e) == 2 and sorted(e)[1] - sorted(e)[0] == 1 for e in entries)
+    _fresh()
+    assert spliced == parse(shifted, "haproxy.cfg")  # the same as a cold reading
+    _fresh()
+
+
+def test_pieces_of_past_texts_are_pruned() -> None:
+    cache = parser_module._CACHE
+    spare = cache.spare
+    cache.spare = 16
+    try:
+        _fresh()
+        text = _config(50)
+        lines = text.split("\n")
+        servers = [i for i, line in enumerate(lines) if line.startswith("    server ")]
+        for k in range(120):  # each edit makes one new piece; the old one is a past text
+            i = servers[(k * 7) % len(servers)]
+            lines[i] += " check" if k % 2 else " backup"
+            edited = "\n".join(lines)
+            parse(edited, "haproxy.cfg")
+            pieces = {r.key for b in cache.bases["haproxy.cfg"] for r in b.results}
+            assert len(cache.current) <= len(pieces) + 16 + 1
+        # Every piece of the kept bases is still cached.
+        assert pieces <= {key for _, key in cache.current}
+        last = parse(edited, "haproxy.cfg")
+        _fresh()
+        assert last == parse(edited, "haproxy.cfg")
+    finally:
+        cache.spare = spare
+        _fresh()
+
+
+def test_repeated_word_on_a_line_is_one_string() -> None:
+    _fresh()
+    parsed, _ = parse(_config(20, tag="7"), "haproxy.cfg")
+    servers = [d for s in parsed.sections for d in s.directives if d.keyword == "server"]
+    assert servers
+    for d in servers:
+        name, addr = d.tokens[1], d.tokens[2]
+        assert name.value == addr.value
+        assert name.value is addr.value
+        assert name.column != addr.column
+    _fresh()
+
+
+def test_intern_tables_stay_bounded() -> None:
+    _fresh()
+    text = _config(6_000, tag="9")
+    # Far more distinct (column, word) pairs and lines than either table keeps.
+    distinct = {
+        (m.start() - text.rfind("\n", 0, m.start()), m.group()) for m in _WORD.finditer(text)
+    }
+    assert len(distinct) > tokenizer_module._INTERN_MAX
+    assert text.count("\n") > parser_module._LINES_MAX
+    parse(text, "haproxy.cfg")
+    interned = sum(len(d) for d in tokenizer_module._BY_COLUMN)
+    assert interned <= tokenizer_module._INTERN_MAX + 64  # + one line's words
+    assert len(parser_module._LINES) <= parser_module._LINES_MAX
+    _fresh()
+
+
+_WORD = re.compile(r"[^ \n]+")
