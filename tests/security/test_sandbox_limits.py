@@ -65,6 +65,34 @@ async def test_a_process_that_leaves_the_session_is_killed_too() -> None:
     assert _alive_with(f"sleep {marker}") == []
 
 
+def test_a_process_name_cannot_fake_the_fields_the_sweep_reads() -> None:
+    """The sweep after a run reads the state, uid and session from ``/proc/PID/status``; a
+    program names itself (here ``x`` newline ``Uid: 7``) and the kernel escapes the name."""
+    import subprocess
+    import sys
+
+    from controller.validation.sandbox.run import _leftovers, _status_field
+
+    code = (
+        "import ctypes, sys; ctypes.CDLL(None).prctl(15, b'x\\nUid:\\t7', 0, 0, 0); "
+        "sys.stdout.write('ok\\n'); sys.stdout.flush(); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+        status = Path(f"/proc/{proc.pid}/status").read_bytes()
+        assert status.split(b"\n", 1)[0] == b"Name:\tx\\nUid:\t7"  # one line, escaped
+        assert _status_field(status, b"Uid") == str(os.getuid()).encode()
+        assert _status_field(status, b"State") in (b"S", b"R")
+        assert proc.pid not in _leftovers(proc.pid + 10**7, 7)
+        assert proc.pid in _leftovers(os.getsid(0), None)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 async def test_cancellation_kills_the_check() -> None:
     marker = f"{80 + secrets.randbelow(1000) / 1000:.3f}"
     task = asyncio.create_task(

@@ -285,7 +285,13 @@ def _watch_exit(
 
 
 def _leftovers(session: int, uid: int | None) -> list[int]:
-    """Processes still in the run's session, or (privilege drop) still owned by its uid."""
+    """Processes still in the run's session, or (privilege drop) still owned by its uid.
+
+    One read per process: ``/proc/PID/status`` has the state, the real uid and (since Linux
+    4.1, ``NSsid``, leftmost as seen from this procfs's namespace, like ``stat``'s session)
+    the session. Reading ``stat`` and then ``status`` for each of a host's processes was
+    about 4 ms of this process's CPU after every run; a kernel without ``NSsid`` still has
+    ``stat`` read for the session."""
     found: list[int] = []
     me = os.getpid()
     for name in os.listdir("/proc"):
@@ -293,24 +299,34 @@ def _leftovers(session: int, uid: int | None) -> list[int]:
             continue
         pid = int(name)
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-            fields = stat[stat.rindex(b")") + 2 :].split()
-            if fields[0] == b"Z":
+            with open(f"/proc/{name}/status", "rb") as f:
+                status = f.read()
+            if _status_field(status, b"State") == b"Z":
                 continue
-            if int(fields[3]) == session:
+            sid = _status_field(status, b"NSsid")
+            if sid is None:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+                sid = stat[stat.rindex(b")") + 2 :].split()[3]
+            if int(sid) == session:
                 found.append(pid)
                 continue
-            if uid is not None:
-                with open(f"/proc/{name}/status", "rb") as f:
-                    for line in f:
-                        if line.startswith(b"Uid:"):
-                            if int(line.split()[1]) == uid:
-                                found.append(pid)
-                            break
+            if uid is not None and int(_status_field(status, b"Uid") or b"-1") == uid:
+                found.append(pid)
         except (OSError, ValueError, IndexError):
             continue
     return found
+
+
+def _status_field(status: bytes, name: bytes) -> bytes | None:
+    """The first word of a ``/proc/PID/status`` field (None: the kernel has no such field).
+    The command name, the only text there a process sets itself, is printed escaped (a
+    newline in it shows as ``\\n``), so it cannot make a line of its own."""
+    at = status.find(b"\n" + name + b":")
+    if at < 0:
+        return None
+    words = status[at + len(name) + 2 : status.find(b"\n", at + 1)].split()
+    return words[0] if words else b""
 
 
 def _kill_all(pgid: int, uid: int | None) -> None:
