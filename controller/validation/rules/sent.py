@@ -187,7 +187,13 @@ def sent_inputs(inputs: DeferredInputs, p: Plan) -> DeferredInputs:
     outputs: Mapping[str, Any] = inputs.outputs
     done = getattr(outputs, "converted", None)
     if done is not None:
-        outputs = _Outputs({n: has_value(inputs.outputs, n) for n in outputs}, done)
+        entries = getattr(outputs, "entries", None)  # the stage's lazy outputs: no calls
+        present = (
+            {n: e is not None for n, e in entries.items()}
+            if isinstance(entries, Mapping)
+            else {n: has_value(inputs.outputs, n) for n in outputs}
+        )
+        outputs = _Outputs(present, done)
     collections: dict[str, Sequence[_Self]] = {}
     for name, selves in inputs.collections.items():
         converted = getattr(selves, "converted", None)

@@ -344,6 +344,22 @@ class RulesStage(Stage):
         rule reads: no key, judged afresh."""
         out: dict[str, str] = {}
         extra: str | None = None
+        contents: dict[str, str | None] = {}
+
+        def content(name: str) -> str | None:
+            """A collection's content as a rule's key reads it: the digest of its objects'
+            content keys in order (each 20 bytes, so the joined keys are unambiguous), once
+            per candidate for every rule that reads it; None: an object has no key."""
+            if name not in contents:
+                keys = object_keys.get(name, [])
+                contents[name] = (
+                    None
+                    if None in keys
+                    else f"{len(keys)}:"
+                    + hashlib.blake2b(b"".join(keys), digest_size=20).hexdigest()  # type: ignore[arg-type]
+                )
+            return contents[name]
+
         for r in self.ruleset.deferred:
             parts: list[Any] = [r.owner.key, r.index]
             if EXTRA in r.refs.variables:
@@ -355,10 +371,10 @@ class RulesStage(Stage):
                 parts.append(extra)
             names = self.ruleset.collections if ANY in r.refs.collections else r.refs.collections
             for n in sorted(names):
-                keys = object_keys.get(n, [])
-                if any(k is None for k in keys):
+                digest = content(n)
+                if digest is None:
                     break
-                parts.append([n, [k.hex() for k in keys if k is not None]])
+                parts.append([n, digest])
             else:
                 outs = set(self.ruleset.outputs if ANY in r.refs.outputs else r.refs.outputs)
                 if r.owner.kind is OwnerKind.OUTPUT:
