@@ -39,6 +39,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from jinja2 import pass_context
@@ -55,6 +56,7 @@ from controller.render.incremental import (
     current_recorder,
     unchanged,
 )
+from controller.render.keyed import Keyed, changed_answers, still_answers
 from controller.render.sameness import SCALARS, SEQUENCES
 from controller.render.snippets import (
     SHARED_NAMES,
@@ -107,6 +109,7 @@ class _Entry:
     A plain class: one is made per evaluated item, and a frozen dataclass costs twice."""
 
     __slots__ = (
+        "asked",
         "call",
         "chars",
         "fragment",
@@ -129,6 +132,7 @@ class _Entry:
         modules: tuple[tuple[str, int], ...],
         namespaces: Namespaces,
         chars: int,
+        asked: tuple[Any, ...],
     ) -> None:
         self.item = item
         self.call = call
@@ -140,6 +144,8 @@ class _Entry:
         self.modules = modules
         self.namespaces = namespaces
         self.chars = chars
+        self.asked = asked
+        """The keys it looked up in table arguments: name, key, name, key... (see .keyed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,15 +212,18 @@ def fragments(
     if sites is None:
         sites = template._sites = {}
     site: _Site | None = sites.get(name)
-    if (
-        site is None
-        or site.http is not http
-        or site.extra is not extra
-        or not same_argument(site.args, args)
-    ):
+    lookups = template.lookup_names()
+    changed: dict[str, set[Any]] | None = None
+    """Set when only table arguments changed: each one's keys that now answer otherwise."""
+    before = site.call if site is not None else None
+    if site is None or site.http is not http or site.extra is not extra:
         site = _Site(args, http, extra, object(), site.entries if site is not None else {})
+    elif not same_argument(site.args, args):
+        changed = _changed_tables(site.args, args, lookups)
+        site = _Site(args, http, extra, object(), site.entries)
     call = site.call
-    variables = {**template.globals, **base, **args}
+    tables = {k: Keyed(k, v) for k, v in args.items() if k in lookups and type(v) is dict}
+    variables = {**template.globals, **base, **args, **tables}
     meter = current_meter().get()
     parent = current_recorder().get()
     modules_now: dict[str, Any] = {}
@@ -250,7 +259,14 @@ def fragments(
         if (
             entry is not None
             and entry.item is item
-            and entry.call is call
+            and (
+                entry.call is call
+                or (
+                    changed is not None
+                    and entry.call is before
+                    and still_answers(entry.asked, changed)
+                )
+            )
             and raw is not None
             # Each check only when there is something to check: most items are kept.
             and (not entry.namespaces or intact(entry.namespaces))
@@ -265,18 +281,21 @@ def fragments(
             if len(entries) % 256 == 0 and meter is not None:
                 meter.charge(pending)
                 pending = 0
-            if entry.tokens and tokens.moved(entry.tokens):
-                # Checked against this content now: next time the tokens will do. (A new
-                # entry, not a changed one: a render in another thread may be reading it.)
+            moved = bool(entry.tokens) and tokens.moved(entry.tokens)
+            if moved or entry.call is not call:
+                # Checked against this content and these arguments now: next time the tokens
+                # and the call will do. (A new entry, not a changed one: a render in another
+                # thread may be reading it.)
                 entry = _Entry(
-                    item, call, entry.fragment, entry.reads, tokens.renewed(entry.tokens),
-                    entry.used, entry.modules, entry.namespaces, entry.chars,
+                    item, call, entry.fragment, entry.reads,
+                    tokens.renewed(entry.tokens) if moved else entry.tokens,
+                    entry.used, entry.modules, entry.namespaces, entry.chars, entry.asked,
                 )  # fmt: skip
         else:
             if meter is not None and pending:
                 meter.charge(pending)
                 pending = 0
-            entry = _evaluate(template, variables, name, item, call)
+            entry = _evaluate(template, variables, name, item, call, tables)
             entry.tokens = tokens.shared(entry.tokens)
             if parent is not None:
                 parent.fresh += 1
@@ -348,13 +367,39 @@ class _Tokens:
         return self._shared.setdefault(key, tokens)
 
 
+def _changed_tables(
+    old: dict[str, Any], new: dict[str, Any], lookups: frozenset[str]
+) -> dict[str, set[Any]] | None:
+    """For each argument that changed, the keys that answer otherwise — when every one of
+    them is a table the snippet only looks keys up in (see :mod:`.keyed`); else None."""
+    if list(old) != list(new):
+        return None
+    out: dict[str, set[Any]] = {}
+    for k, v in new.items():
+        was = old[k]
+        if same_argument(was, v):
+            continue
+        if k not in lookups or type(was) is not dict or type(v) is not dict:
+            return None
+        out[k] = changed_answers(was, v, same_argument)
+    return out
+
+
 def _evaluate(
-    template: SnippetTemplate, variables: dict[str, Any], name: str, item: Any, call: object
+    template: SnippetTemplate,
+    variables: dict[str, Any],
+    name: str,
+    item: Any,
+    call: object,
+    tables: dict[str, Keyed],
 ) -> _Entry:
     meter = current_meter().get()
     recorder = Recorder(track_namespaces=True)
     token = current_recorder().set(recorder)
     before = meter.used_chars if meter is not None else 0
+    asked: list[tuple[str, Any]] = []
+    for table in tables.values():
+        table.sink = asked
     try:
         # Template.new_context(vars, shared=True), minus the set of the globals' names it
         # builds (only imports without context read it, and these vars hold the globals).
@@ -363,6 +408,8 @@ def _evaluate(
         body = list(template.root_render_func(context))
     finally:
         current_recorder().reset(token)
+        for table in tables.values():
+            table.sink = None
     chars = (meter.used_chars - before) if meter is not None else 0
     fragment = Fragment(context.get_exported(), Traced("".join(body), body))
     del context  # so only the namespaces its exports reach are still alive, and recorded
@@ -376,4 +423,5 @@ def _evaluate(
         tuple(recorder.modules.items()),
         namespaces_of(recorder.namespaces()),
         chars - recorder.module_chars,
+        tuple(chain.from_iterable(dict.fromkeys(asked))) if asked else (),
     )

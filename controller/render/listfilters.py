@@ -50,7 +50,11 @@ def _parts(attribute: Any) -> list[Any]:
 
 
 def _lower(value: Any) -> Any:
-    return value.lower() if type(value) is str else value
+    """A kept key that is already lower case is the value itself, not a copy of it."""
+    if type(value) is not str:
+        return value
+    low = value.lower()
+    return value if low == value else low
 
 
 def _same(value: Any) -> Any:

@@ -275,7 +275,10 @@ class Renderer:
             found = self._codes.compiled(kind, name, source, build)
             if snippet:
                 self._free[name] = found.free or frozenset()
-            return cls.from_code(env, found.code, env.make_globals(None)), found.refs, None
+            tmpl = cls.from_code(env, found.code, env.make_globals(None))
+            if isinstance(tmpl, SnippetTemplate):
+                tmpl.source = source
+            return tmpl, found.refs, None
         except TemplateSyntaxError as exc:
             return None, None, syntax_error(exc, name, output_path=output_path)
         except RecursionError:

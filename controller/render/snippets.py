@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jinja2 import BaseLoader, Template, TemplateNotFound
+from jinja2 import BaseLoader, Template, TemplateNotFound, nodes
 from jinja2.environment import TemplateModule
 from jinja2.runtime import Context
 from jinja2.utils import Namespace
@@ -44,6 +44,7 @@ from controller.render.incremental import (
     current_recorder,
     unchanged,
 )
+from controller.render.keyed import keyed_names
 from controller.render.sameness import same_module
 
 SHARED_NAMES = frozenset({"resources", "http", "extraContext", "path_for"})
@@ -116,10 +117,24 @@ class SnippetTemplate(Template):
     _memo: SharedModule | None = None
     """The module the latest render built (see :mod:`controller.render.incremental`)."""
     keep: bool = True
-    _sites: dict[str, Any] | None = None
-    """``fragments()`` of this snippet: item name → the latest call (see :mod:`.fragments`)."""
     """False once a template assigned to one of its namespaces: then it is never reused
     across renders again (a render in another thread could see the assignment)."""
+    _sites: dict[str, Any] | None = None
+    """``fragments()`` of this snippet: item name → the latest call (see :mod:`.fragments`)."""
+    source: str | None = None
+    """The snippet's text (set by the renderer), read once for :meth:`lookup_names`."""
+    _lookup_names: frozenset[str] | None = None
+
+    def lookup_names(self) -> frozenset[str]:
+        """The names this snippet uses only to look keys up (see :mod:`.keyed`)."""
+        if self._lookup_names is None:
+            try:
+                tree = self.environment.parse(self.source or "")
+                names = {n.name for n in tree.find_all(nodes.Name)}
+                self._lookup_names = keyed_names(tree, names)
+            except Exception:  # it compiled, so this cannot fail; if it did, no name qualifies
+                self._lookup_names = frozenset()
+        return self._lookup_names
 
     def make_module(
         self,

@@ -37,9 +37,9 @@ def _count_evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = mod._evaluate
 
-    def counting(template: Any, variables: Any, name: str, item: Any, call: object) -> Any:
+    def counting(template: Any, variables: Any, name: str, item: Any, *rest: Any) -> Any:
         seen.append(item["metadata"]["name"])
-        return real(template, variables, name, item, call)
+        return real(template, variables, name, item, *rest)
 
     monkeypatch.setattr(mod, "_evaluate", counting)
     return seen
@@ -200,3 +200,120 @@ def test_a_fragment_shows_templates_only_its_exports(expr: str) -> None:
     result = Renderer(s).render(store.snapshot())
     assert not result.ok
     assert {d.rule_id for d in result.diagnostics} <= {"E1002", "E1003"}, result.diagnostics
+
+
+# -- table arguments only looked up in (controller.render.keyed) -------------------------------
+
+HOSTS = (
+    "{% set c = namespace(h=[]) %}{% for i in resources.ingresses.list() %}"
+    "{% set c.h = c.h + [i.spec.rules[0].host] %}{% endfor %}"
+    "{% for f in fragments('per-svc', resources.services.list(), 's',"
+    " hosts=dict.fromkeys(c.h)) %}{{ f }}{% endfor %}"
+)
+
+
+def _hosts_setup(per_svc: str) -> tuple[Any, Store]:
+    s, store = _setup(HOSTS, {"per-svc": per_svc})
+    store.apply("ingresses", ingress("web", "a.test"))
+    return s, store
+
+
+def test_a_changed_table_evaluates_only_the_items_that_asked_about_a_changed_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s, store = _hosts_setup(
+        "{{ s.metadata.name }} {{ 'routed' if (s.metadata.name ~ '.test') in hosts else 'idle' }}\n"
+    )
+    seen = _count_evaluations(monkeypatch)
+    r = Renderer(s)
+    assert text(r.render(store.snapshot())).count("idle") == 3
+    seen.clear()
+    store.apply("ingresses", ingress("web", "svc-1.test"))  # a.test goes, svc-1.test comes
+    out = text(r.render(store.snapshot()))
+    assert seen == ["svc-1"]
+    assert out == "svc-0 idle\nsvc-1 routed\nsvc-2 idle\n"
+    seen.clear()
+    store.apply("ingresses", ingress("other", "b.test"))  # a key no item asked about
+    assert text(r.render(store.snapshot())) == out
+    assert seen == []
+
+
+def test_a_table_emptiness_is_a_lookup_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    s, store = _hosts_setup("{{ s.metadata.name }} {{ 'some' if hosts else 'none' }}\n")
+    seen = _count_evaluations(monkeypatch)
+    r = Renderer(s)
+    r.render(store.snapshot())
+    seen.clear()
+    store.apply("ingresses", ingress("other", "b.test"))  # still not empty
+    r.render(store.snapshot())
+    assert seen == []
+    store.delete("ingresses", "default/other")
+    store.delete("ingresses", "default/web")
+    assert text(r.render(store.snapshot())).count("none") == 3
+    assert sorted(seen) == ["svc-0", "svc-1", "svc-2"]
+
+
+def test_a_table_used_otherwise_evaluates_every_item_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s, store = _hosts_setup("{{ s.metadata.name }} {{ hosts | length }}\n")
+    seen = _count_evaluations(monkeypatch)
+    r = Renderer(s)
+    r.render(store.snapshot())
+    seen.clear()
+    store.apply("ingresses", ingress("other", "b.test"))
+    assert text(r.render(store.snapshot())).count(" 2\n") == 3
+    assert sorted(seen) == ["svc-0", "svc-1", "svc-2"]
+
+
+@pytest.mark.parametrize(
+    ("source", "lookups"),
+    [
+        ("{{ 'a' in t }}{{ 'b' not in t }}", True),
+        ("{{ t.get('a') }}{{ t.get('a', 0) }}", True),
+        ("{% if t %}x{% elif not t %}y{% endif %}{{ 1 if t else 2 }}", True),
+        ("{% for x in y if t %}{{ x in t }}{% endfor %}", True),
+        ("{{ t['a'] }}", False),  # falls back to attributes, methods included
+        ("{{ t.a }}", False),
+        ("{{ t.items() }}", False),
+        ("{{ t | length }}", False),
+        ("{% for k in t %}{% endfor %}", False),
+        ("{{ t and 1 }}", False),  # `and` can hand the table itself on
+        ("{{ 'a' in t == u }}", False),  # the table is compared with u too
+        ("{{ t in u }}", False),
+        ("{{ t is defined }}", False),
+        ("{{ t.get('a', *u) }}", False),
+        ("{{ f(t) }}", False),
+        ("{% set u = t %}", False),
+        ("{% set t = 1 %}{{ 'a' in t }}", False),
+        ("{% for t in u %}{% endfor %}", False),
+        ("{% import 'x' as t %}", False),
+        ("{% macro m() %}{{ 'a' in t }}{% endmacro %}", False),  # callable after the evaluation
+        ("{% call m() %}{{ 'a' in t }}{% endcall %}", False),
+        ("{% include 'x' %}{{ 'a' in t }}", False),  # the included template sees the table
+        ("{% from 'x' import y with context %}{{ 'a' in t }}", False),
+    ],
+)
+def test_which_arguments_count_as_tables_only_looked_up_in(source: str, lookups: bool) -> None:
+    from jinja2 import Environment
+
+    from controller.render.keyed import keyed_names
+
+    assert keyed_names(Environment().parse(source), {"t"}) == (
+        frozenset({"t"}) if lookups else frozenset()
+    )
+
+
+def test_a_table_notes_each_lookup_while_an_evaluation_runs() -> None:
+    from controller.render.keyed import EMPTINESS, Keyed, changed_answers, still_answers
+
+    t = Keyed("t", {"a": 1, "b": 2})
+    assert "a" in t and t.get("z") is None and t  # nothing noted outside an evaluation
+    t.sink = []
+    assert "a" in t and t.get("z", 5) == 5 and t
+    assert t.sink == [("t", "a"), ("t", "z"), ("t", EMPTINESS)]
+    changed = changed_answers({"a": 1, "b": 2, "c": 1}, {"a": 1, "b": True, "d": 4}, same_argument)
+    assert changed == {"b", "c", "d"}  # 2 became true; c went; d came
+    assert changed_answers({"a": 1}, {}, same_argument) == {"a", EMPTINESS}
+    assert still_answers(("t", "a", "u", "b"), {"t": {"b"}})
+    assert not still_answers(("t", "a", "u", "b"), {"u": {"b"}})

@@ -111,6 +111,18 @@ FEATURES: dict[str, Any] = {
                 " 'rank': (ing.metadata.annotations | default({})) | length} %}"
             )
         },
+        # table arguments (controller.render.keyed): `seen` and `counts` are only looked up
+        # in (kept across their changes for items that asked about no changed key), `order`
+        # is iterated (any change evaluates every item again)
+        "per-host": {
+            "template": (
+                "{% set host = (ing.spec.rules | default([{}]))[0].host | default('') %}"
+                "{% set n = counts.get(host, 0) %}"
+                "host {{ ing.metadata.name }} {{ host }} {{ 'known' if host in seen else 'new' }}"
+                " {{ n }} {{ 'any' if counts else 'none' }}{% if not seen %} empty{% endif %}"
+                "{% if host ~ '-alt' not in seen %} noalt{% endif %} {{ order | length }}\n"
+            )
+        },
         "wrap": {
             "template": (
                 "{% macro box(title) %}# {{ title }}\n{{ caller() }}# end {{ title }}\n"
@@ -203,6 +215,18 @@ FEATURES: dict[str, Any] = {
                 "{% set odd = namespace(n=rows | length) %}"
                 "{% for r in (rows + [{'name': 'ns', 'host': 'zz', 'n': odd}])"
                 " | selectattr('n', 'defined') %}h {{ r.n.n }}\n{% endfor %}"
+            )
+        },
+        "keyed.map": {
+            "template": (
+                "{% import 'table' as table with context %}"
+                "{% set c = namespace(pairs=[]) %}"
+                "{% for g in resources.ingresses.list() | group_by('spec.rules[0].host') %}"
+                "{% set c.pairs = c.pairs + [(g.key, g.items | length)] %}{% endfor %}"
+                "{% set seen = dict.fromkeys(table.hosts[1:]) %}"
+                "{% for f in fragments('per-host', resources.ingresses.list(), 'ing', seen=seen,"
+                " counts=dict(c.pairs), order=dict.fromkeys(table.hosts[:2])) %}{{ f }}"
+                "{% endfor %}"
             )
         },
         "late.map": {
