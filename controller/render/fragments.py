@@ -399,7 +399,7 @@ def _evaluate(
     before = meter.used_chars if meter is not None else 0
     asked: list[tuple[str, Any]] = []
     for table in tables.values():
-        table.sink = asked
+        table._sink = asked
     try:
         # Template.new_context(vars, shared=True), minus the set of the globals' names it
         # builds (only imports without context read it, and these vars hold the globals).
@@ -409,7 +409,7 @@ def _evaluate(
     finally:
         current_recorder().reset(token)
         for table in tables.values():
-            table.sink = None
+            table._sink = None
     chars = (meter.used_chars - before) if meter is not None else 0
     fragment = Fragment(context.get_exported(), Traced("".join(body), body))
     del context  # so only the namespaces its exports reach are still alive, and recorded

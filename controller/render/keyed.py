@@ -46,32 +46,33 @@ _DEFERRED = (nodes.Macro, nodes.CallBlock)
 
 
 class Keyed(dict[Any, Any]):
-    """A copy of a table argument that notes, into ``sink`` while one evaluation runs, each
+    """A copy of a table argument that notes, into ``_sink`` while one evaluation runs, each
     key looked up: (argument name, key) pairs, recorded after the lookup succeeded (a key
-    that cannot be hashed fails the evaluation, which is never kept)."""
+    that cannot be hashed fails the evaluation, which is never kept). Its own attributes
+    start with ``_``, which the sandbox keeps from templates."""
 
-    __slots__ = ("name", "sink")
+    __slots__ = ("_name", "_sink")
 
     def __init__(self, name: str, table: dict[Any, Any]) -> None:
         super().__init__(table)
-        self.name = name
-        self.sink: list[tuple[str, Any]] | None = None
+        self._name = name
+        self._sink: list[tuple[str, Any]] | None = None
 
     def __contains__(self, key: object) -> bool:
         found = dict.__contains__(self, key)
-        if self.sink is not None:
-            self.sink.append((self.name, key))
+        if self._sink is not None:
+            self._sink.append((self._name, key))
         return found
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, default)
-        if self.sink is not None:
-            self.sink.append((self.name, key))
+        if self._sink is not None:
+            self._sink.append((self._name, key))
         return value
 
     def __bool__(self) -> bool:
-        if self.sink is not None:
-            self.sink.append((self.name, EMPTINESS))
+        if self._sink is not None:
+            self._sink.append((self._name, EMPTINESS))
         return dict.__len__(self) > 0
 
 

@@ -309,9 +309,9 @@ def test_a_table_notes_each_lookup_while_an_evaluation_runs() -> None:
 
     t = Keyed("t", {"a": 1, "b": 2})
     assert "a" in t and t.get("z") is None and t  # nothing noted outside an evaluation
-    t.sink = []
+    t._sink = []
     assert "a" in t and t.get("z", 5) == 5 and t
-    assert t.sink == [("t", "a"), ("t", "z"), ("t", EMPTINESS)]
+    assert t._sink == [("t", "a"), ("t", "z"), ("t", EMPTINESS)]
     changed = changed_answers({"a": 1, "b": 2, "c": 1}, {"a": 1, "b": True, "d": 4}, same_argument)
     assert changed == {"b", "c", "d"}  # 2 became true; c went; d came
     assert changed_answers({"a": 1}, {}, same_argument) == {"a", EMPTINESS}
