@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -210,11 +211,9 @@ otherwise fail the check of a configuration that is fine wherever it is deployed
 own file stays out (see ``NETWORK_FILES``)."""
 
 
-def _allow_list(
-    argv0: str, policy: SandboxPolicy, workdir: str
-) -> tuple[list[tuple[str, int, bool]], list[str]]:
-    """(path, landlock rights, writable) for everything the program may touch, plus paths whose
-    symlink chains the private root must recreate."""
+def _allow_list(argv0: str, policy: SandboxPolicy) -> tuple[list[tuple[str, int, bool]], list[str]]:
+    """(path, landlock rights, writable) for everything the program may touch besides its
+    run's directory, plus paths whose symlink chains the private root must recreate."""
     ro = FS_READ_FILE | FS_READ_DIR
     rx = ro | FS_EXECUTE
     entries: list[tuple[str, int, bool]] = []
@@ -249,12 +248,77 @@ def _allow_list(
     for p in policy.read_paths:
         entries.append((p, ro, False))
         chains.append(p)
-    entries.append((workdir, ro, False))
     return entries, chains
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the allow-list of a program and policy resolves to on this host, the same for
+    every run: the entries, the real paths to bind (path, is a directory, writable, device),
+    the directories among them, and the symlinks met on the way with each one's resolved
+    parent directory."""
+
+    entries: tuple[tuple[str, int, bool], ...]
+    binds: tuple[tuple[str, bool, bool, bool], ...]
+    seen: frozenset[str]
+    bound: tuple[str, ...]
+    entry_links: tuple[tuple[str, str], ...]
+    chain_links: tuple[tuple[str, str], ...]
+    parents: dict[str, str]
+
+
+LAYOUT_TTL = 5.0
+"""Seconds a resolved allow-list serves later runs. Resolving it walks every symlink of about
+forty paths (1.2 ms of this process's interpreter per run at the admission webhook's rate);
+a burst of checks shares one. A symlink changed meanwhile (a package upgrade) can only make
+a bind miss its target, which fails that run's start (E4012): the Landlock rules, the other
+layer, are made from the paths afresh for every run."""
+
+_layouts: dict[tuple[str, SandboxPolicy], tuple[float, _Layout]] = {}
+
+
+def _layout(argv0: str, policy: SandboxPolicy) -> _Layout:
+    key = (argv0, policy)
+    now = time.monotonic()
+    found = _layouts.get(key)
+    if found is not None and now - found[0] < LAYOUT_TTL:
+        return found[1]
+    entries, chains = _allow_list(argv0, policy)
+    binds: list[tuple[str, bool, bool, bool]] = []
+    seen: set[str] = set()
+    bound: list[str] = []
+    entry_links: list[tuple[str, str]] = []
+    for path, _rights, writable in entries:
+        links, real = _symlink_chain(path)
+        entry_links.extend(links)
+        if not os.path.lexists(real) or real in seen or _under(real, bound):
+            continue
+        seen.add(real)
+        is_dir = os.path.isdir(real)
+        binds.append((real, is_dir, writable, real.startswith("/dev/")))
+        if is_dir:
+            bound.append(real)
+    chain_links = [link for c in chains for link in _symlink_chain(c)[0]]
+    parents = {
+        link: _symlink_chain(os.path.dirname(link))[1] for link, _ in entry_links + chain_links
+    }
+    layout = _Layout(
+        tuple(entries),
+        tuple(binds),
+        frozenset(seen),
+        tuple(bound),
+        tuple(entry_links),
+        tuple(chain_links),
+        parents,
+    )
+    if len(_layouts) >= 8:
+        _layouts.clear()
+    _layouts[key] = (now, layout)
+    return layout
 
 
 def build_plan(
@@ -277,7 +341,8 @@ def build_plan(
         (resource.RLIMIT_CORE, 0, 0),
     ]
     plan = Plan(limits=limits, workdir=workdir, isolation=iso, uid=uid)
-    entries, chains = _allow_list(argv0, policy, workdir)
+    layout = _layout(argv0, policy)
+    entries = [*layout.entries, (workdir, FS_READ_FILE | FS_READ_DIR, False)]
     stub = None
     if iso.namespaces and not policy.network:
         # Beside the root, bound over /etc/resolv.conf in it below; readable for Landlock.
@@ -297,28 +362,27 @@ def build_plan(
                 plan.unshare_flags |= linux.CLONE_NEWNET
             plan.root = root.encode()
             plan.proc = uid is not None
-            bound: list[str] = []
-            seen: set[str] = set()
-            for path, _rights, writable in entries:
-                if path == stub:
-                    continue
-                links, real = _symlink_chain(path)
-                plan.symlinks.extend(links)
-                if not os.path.lexists(real) or real in seen or _under(real, bound):
-                    continue
-                seen.add(real)
+            bound = list(layout.bound)
+            binds = list(layout.binds)
+            # The run's directory, last as in the entries: resolved for every run.
+            links, real = _symlink_chain(workdir)
+            plan.symlinks.extend(layout.entry_links)
+            plan.symlinks.extend(links)
+            if os.path.lexists(real) and real not in layout.seen and not _under(real, bound):
                 is_dir = os.path.isdir(real)
+                binds.append((real, is_dir, False, real.startswith("/dev/")))
+                if is_dir:
+                    bound.append(real)
+            for real, is_dir, writable, device in binds:
                 plan.binds.append(
                     _Bind(
                         source=real.encode(),
                         target=(root + real).encode(),
                         is_dir=is_dir,
                         writable=writable,
-                        device=real.startswith("/dev/"),
+                        device=device,
                     )
                 )
-                if is_dir:
-                    bound.append(real)
             if stub is not None:
                 plan.binds.append(
                     _Bind(
@@ -328,12 +392,13 @@ def build_plan(
                         optional=True,
                     )
                 )
-            for c in chains:
-                plan.symlinks.extend(_symlink_chain(c)[0])
+            plan.symlinks.extend(layout.chain_links)
             # Symlinks inside bound trees already exist there; keep the others, once.
             uniq: dict[str, str] = {}
             for link, target in plan.symlinks:
-                parent_real = _symlink_chain(os.path.dirname(link))[1]
+                parent_real = layout.parents.get(link)
+                if parent_real is None:
+                    parent_real = _symlink_chain(os.path.dirname(link))[1]
                 if not _under(parent_real, bound):
                     uniq.setdefault(link, target)
             plan.symlinks = list(uniq.items())
