@@ -19,7 +19,8 @@ reuses an item's fragment when
   same order) to the previous call's, and ``http`` and ``extraContext`` are the same objects
   (the renderer keeps the previous ones while they are equal). They are compared once per
   call, not per item: a changed argument evaluates every item again, so pass what rarely
-  changes;
+  changes — unless it is a table the snippet only looks keys up in (:mod:`.keyed`): then
+  only the items that asked about a key that now answers otherwise;
 * every recorded read gets the same answer, every imported shared module is the very same
   object, and no namespace it created was assigned to since.
 
@@ -213,8 +214,8 @@ def fragments(
         sites = template._sites = {}
     site: _Site | None = sites.get(name)
     lookups = template.lookup_names()
+    # Set when only table arguments changed: each one's keys that now answer otherwise.
     changed: dict[str, set[Any]] | None = None
-    """Set when only table arguments changed: each one's keys that now answer otherwise."""
     before = site.call if site is not None else None
     if site is None or site.http is not http or site.extra is not extra:
         site = _Site(args, http, extra, object(), site.entries if site is not None else {})
