@@ -120,6 +120,30 @@ def test_unchanged_objects_are_not_judged_again() -> None:
     assert _check(stage, second) == _check(RulesStage(rs), second)
 
 
+def test_judgements_a_run_was_given_do_not_change_under_it() -> None:
+    """Runs of one stage overlap (admission judges two proposals at once): what a run's
+    inputs hold as known stays as it was while later runs remember theirs, and each memo
+    key's judgements are looked up in a mapping of their own."""
+    spec = make_spec(watched=WATCHED)
+    rs = RuleSet.from_spec(spec)
+    stage = RulesStage(rs)
+    store = filled_store(spec, {"ingresses": [ingress(f"i{k}", f"h{k}") for k in range(4)]})
+    renderer = Renderer(spec)
+    _check(stage, renderer.render(store.snapshot()))
+    render = renderer.render(store.snapshot())
+    given = stage._inputs(render).known
+    before = dict(given.items())
+    for k in range(4, 7):  # objects added and removed meanwhile: judged, remembered, dropped
+        store.apply("ingresses", ingress(f"i{k}", f"h{k}"))
+        _check(stage, renderer.render(store.snapshot()))
+        store.delete("ingresses", ("default", f"i{k - 4}"))
+    assert dict(given.items()) == before
+    assert len(before) == 4 * 3
+    now = stage._known
+    assert {memo for memo, _ in now} == set(now.by_memo)
+    assert all(now.of(memo)[k] is now[(memo, k)] for memo, k in now)
+
+
 def test_an_output_judged_a_few_candidates_ago_is_not_judged_again() -> None:
     """Admission alternates candidates (a proposal, then the live configuration again): the
     output rule's judgement of the earlier output is still known."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
@@ -42,6 +43,7 @@ __all__ = [
     "OUTPUT_SELF",
     "DeferredInputs",
     "DeferredResult",
+    "Known",
     "Plan",
     "evaluate_deferred",
     "has_value",
@@ -52,6 +54,48 @@ __all__ = [
 OUTPUT_SELF = b""
 """The object key under which an output rule's judgement is remembered (its ``self`` is the
 output, whose content the rule's memo key already covers); no content key is empty."""
+
+_NO_JUDGEMENTS: Mapping[Any, Judgement] = MappingProxyType({})
+
+
+class Known(Mapping[tuple[str, Any], Judgement]):
+    """Known judgements as :attr:`DeferredInputs.known` reads them, (memo key, content key) →
+    judgement, kept per memo key: a pass over every object of one rule (which of them are
+    judged afresh, what a worker is sent) looks up content keys in that rule's own mapping,
+    or takes set differences of it, instead of a pair per object in one mapping of all.
+
+    The per-memo mappings are never changed once a ``Known`` holds them (a new one copies
+    what it changes), so a run still reading an older ``Known`` reads what it was given."""
+
+    __slots__ = ("by_memo",)
+
+    def __init__(self, by_memo: dict[str, dict[Any, Judgement]] | None = None) -> None:
+        self.by_memo: dict[str, dict[Any, Judgement]] = by_memo if by_memo is not None else {}
+
+    def of(self, memo: str) -> Mapping[Any, Judgement]:
+        """Content key → judgement, for one memo key."""
+        return self.by_memo.get(memo, _NO_JUDGEMENTS)
+
+    def get(self, key: tuple[str, Any], default: Any = None) -> Any:
+        found = self.by_memo.get(key[0])
+        return default if found is None else found.get(key[1], default)
+
+    def __getitem__(self, key: tuple[str, Any]) -> Judgement:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found  # type: ignore[no-any-return]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 2 and self.get(key) is not None
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        for memo, judged in self.by_memo.items():
+            for k in judged:
+                yield (memo, k)
+
+    def __len__(self) -> int:
+        return sum(len(judged) for judged in self.by_memo.values())
 
 
 @dataclass(frozen=True)

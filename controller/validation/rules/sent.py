@@ -20,6 +20,7 @@ from controller.validation.rules.compiled import OwnerKind
 from controller.validation.rules.deferred import (
     OUTPUT_SELF,
     DeferredInputs,
+    Known,
     Plan,
     has_value,
     memo_name,
@@ -172,8 +173,14 @@ def _packed(inputs: DeferredInputs, p: Plan) -> _Known:
                 others[(memo, OUTPUT_SELF)] = j
             continue
         row = bytearray()
+        judged = known.of(memo) if isinstance(known, Known) else None
         for k in inputs.object_keys.get(r.owner.name, ()):
-            j = known.get((memo, k)) if k is not None else None
+            if k is None:
+                j = None
+            elif judged is not None:
+                j = judged.get(k)
+            else:
+                j = known.get((memo, k))
             code = _CODES.get(j.state, _NONE) if j is not None and j.diagnostic is None else _NONE
             if j is not None and code == _NONE:
                 others[(memo, k)] = j

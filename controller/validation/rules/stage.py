@@ -36,6 +36,7 @@ from controller.validation.rules.deferred import (
     OUTPUT_SELF,
     DeferredInputs,
     DeferredResult,
+    Known,
     evaluate_deferred,
     has_value,
     memo_name,
@@ -209,7 +210,7 @@ class RulesStage(Stage):
         self._objects_memo: tuple[RenderResult, dict[str, _Keyed]] | None = None
         self._by_token: dict[str, tuple[object | None, _Keyed]] = {}
         self._keys: dict[str, dict[int, tuple[Any, bytes | None]]] = {}
-        self._known: dict[tuple[str, Any], Judgement] = {}
+        self._known = Known()
         self._recent_outputs: OrderedDict[tuple[str, Any], Judgement] = OrderedDict()
         self._digests: dict[int, tuple[bytes, str]] = {}
         self.evaluations_pending = 0
@@ -250,6 +251,11 @@ class RulesStage(Stage):
             count = len(inputs.collections.get(r.owner.name, ()))
             if memo is None or len(keys) != count:
                 out.append((r, range(count)))
+            elif isinstance(inputs.known, Known) and None not in keys:
+                # Set operations on the rule's own judgements: one new object among 1,000
+                # costs a set difference, not a lookup per object.
+                missing = set(keys).difference(inputs.known.of(memo).keys())
+                out.append((r, [i for i, k in enumerate(keys) if k in missing] if missing else []))
             else:
                 out.append(
                     (
@@ -508,18 +514,37 @@ class RulesStage(Stage):
     def _remember(self, inputs: DeferredInputs, fresh: Mapping[tuple[str, Any], Judgement]) -> None:
         """Keep the judgements of this run's inputs (known and fresh), and the output rules'
         judgements of the last few runs besides (:data:`_OUTPUT_JUDGEMENTS`)."""
-        wanted = set(inputs.memo_keys.values())
-        present = {k for keys in inputs.object_keys.values() for k in keys if k is not None}
+        present: set[Any] = set().union(*inputs.object_keys.values())
+        present.discard(None)
         present.add(OUTPUT_SELF)
-        kept = {k: j for k, j in self._known.items() if k[0] in wanted and k[1] in present}
-        kept.update(fresh)
+        old = self._known.by_memo
+        kept: dict[str, dict[Any, Judgement]] = {}
+        for memo in set(inputs.memo_keys.values()):
+            judged = old.get(memo)
+            if judged:
+                gone = judged.keys() - present
+                kept[memo] = {k: j for k, j in judged.items() if k not in gone} if gone else judged
+        copied: set[str] = set()
+        for (memo, k), j in fresh.items():
+            if memo not in copied:  # a mapping a Known holds is never changed: copy it first
+                copied.add(memo)
+                kept[memo] = dict(kept.get(memo, ()))
+            kept[memo][k] = j
         recent = self._recent_outputs
-        for k, j in kept.items():
-            if k[1] == OUTPUT_SELF:
-                recent[k] = j
-                recent.move_to_end(k)
+        for memo, judged in kept.items():
+            own = judged.get(OUTPUT_SELF)
+            if own is not None:
+                recent[(memo, OUTPUT_SELF)] = own
+                recent.move_to_end((memo, OUTPUT_SELF))
         while len(recent) > _OUTPUT_JUDGEMENTS:
             recent.popitem(last=False)
-        for k, j in recent.items():
-            kept.setdefault(k, j)
-        self._known = kept
+        for (memo, k), j in recent.items():
+            judged = kept.get(memo)
+            if judged is None:
+                kept[memo] = {k: j}
+            elif k not in judged:
+                if memo not in copied:
+                    copied.add(memo)
+                    judged = kept[memo] = dict(judged)
+                judged[k] = j
+        self._known = Known(kept)
