@@ -214,9 +214,11 @@ class _ChunkCache:
     """Chunk text → results by first line (a few positions each: a candidate and the live
     config often differ by a line, and alternate).
 
-    What is worth keeping is the pieces of the kept bases (found again when they move, or
-    when a text returns) and a few recent others. So when the entries outgrow the bases'
-    pieces by :attr:`spare`, only the bases' pieces stay (:meth:`_prune`). Two generations
+    What is worth keeping is the pieces of the kept bases, at the lines the bases have them
+    (found again when they move, or when a text returns), and a few recent others. So once
+    :attr:`spare` pieces or lines were added, only the bases' pieces at the bases' lines stay
+    (:meth:`_prune`): a stream of changes that each move the whole file (a backend inserted
+    near the top) would otherwise keep up to four moved copies of every section. Two generations
     of 20,000 entries each, as before, let a long-running controller at 10,000 backends
     keep the results of up to ~30,000 past versions of changed sections (~2 kB each). An
     entry seen at one line only (nearly all of them) is the result itself, not a dict of
@@ -227,8 +229,8 @@ class _ChunkCache:
         self.spare = spare
         self.positions = positions
         self.current: dict[tuple[str, str], _Entry] = {}
-        self._limit = spare
-        """Entries allowed before the next prune: the bases' pieces then, plus ``spare``."""
+        self._added = 0
+        """Pieces and lines added since the last prune."""
         self.bases_per_file = bases
         self.bases: dict[str, list[_Base]] = {}
         """File → its last chunked parses, the one made last first."""
@@ -292,23 +294,27 @@ class _ChunkCache:
         if file not in self.bases and len(self.bases) >= _BASE_FILES:
             del self.bases[next(iter(self.bases))]
         self.bases[file] = kept
-        if len(self.current) > self._limit:
+        if self._added > self.spare:
             self._prune()
 
     def _prune(self) -> None:
-        """Keep the entries of the bases' pieces only (with every line each was seen at).
-        About 2 ms at 10,000 backends, once per :attr:`spare` new pieces."""
+        """Keep only the bases' pieces, each at the lines the bases have it. About 3 ms at
+        10,000 backends, once per :attr:`spare` pieces or lines added."""
         kept: dict[tuple[str, str], _Entry] = {}
-        entries = self.current
         for file, bases in self.bases.items():
             for base in bases:
                 for r in base.results:
                     key = (file, r.key)
-                    if key not in kept:
-                        entry = entries.get(key)
-                        kept[key] = r if entry is None else entry
+                    at = kept.get(key)
+                    if at is None:
+                        kept[key] = r
+                    elif isinstance(at, _ChunkResult):
+                        if at.start != r.start:
+                            kept[key] = {at.start: at, r.start: r}
+                    else:
+                        at.setdefault(r.start, r)
         self.current = kept
-        self._limit = len(kept) + self.spare
+        self._added = 0
 
     def _splice(
         self, file: str, text: str, base: _Base, prefix: int, suffix: int
@@ -398,14 +404,17 @@ class _ChunkCache:
         if at is None:
             at = like if like is not None else _parse_chunk(file, chunk, start, digest)
             self.current[key] = at
+            self._added += 1
         if isinstance(at, _ChunkResult):
             if at.start == start:
                 return at
             hit = at.moved(start)
             self.current[key] = {at.start: at, start: hit}
+            self._added += 1
             return hit
         found = at.get(start)
         if found is None:
+            self._added += 1
             found = next(iter(at.values())).moved(start)
             if len(at) >= self.positions:
                 del at[next(iter(at))]
@@ -416,7 +425,7 @@ class _ChunkCache:
         with self._lock:
             self.current.clear()
             self.bases.clear()
-            self._limit = self.spare
+            self._added = 0
 
 
 def _borders(base: _Base, text: str, prefix: int, suffix: int) -> tuple[int, int, int, int]:

@@ -98,6 +98,33 @@ def test_pieces_of_past_texts_are_pruned() -> None:
         _fresh()
 
 
+def test_moved_copies_are_kept_only_at_the_bases_lines() -> None:
+    cache = parser_module._CACHE
+    spare = cache.spare
+    cache.spare = 16
+    try:
+        _fresh()
+        text = _config(60)
+        for k in range(12):  # each change moves every backend down a line
+            text = text.replace("defaults\n", f"defaults\n    # change {k}\n", 1)
+            parse(text, "haproxy.cfg")
+            bases = cache.bases["haproxy.cfg"]
+            at_base_lines = {(r.key, r.start) for b in bases for r in b.results}
+            cached = [
+                (key, start)
+                for (_, key), entry in cache.current.items()
+                for start in (entry if isinstance(entry, dict) else [entry.start])
+            ]
+            assert len(cached) <= len(at_base_lines) + 16 + 1
+        assert at_base_lines <= set(cached)
+        last = parse(text, "haproxy.cfg")
+        _fresh()
+        assert last == parse(text, "haproxy.cfg")
+    finally:
+        cache.spare = spare
+        _fresh()
+
+
 def test_repeated_word_on_a_line_is_one_string() -> None:
     _fresh()
     parsed, _ = parse(_config(20, tag="7"), "haproxy.cfg")
