@@ -9,6 +9,9 @@ repeated on its line (``server a:80 a:80``) is one string.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+
+import pytest
 
 from controller.validation.syntax import parse
 from controller.validation.syntax import parser as parser_module
@@ -72,57 +75,61 @@ def test_a_moved_piece_keeps_both_lines() -> None:
     _fresh()
 
 
-def test_pieces_of_past_texts_are_pruned() -> None:
+SPARE = 16
+
+
+@pytest.fixture
+def small_spare() -> Iterator[parser_module._ChunkCache]:
+    """The module's piece cache, emptied, pruned after :data:`SPARE` additions."""
     cache = parser_module._CACHE
     spare = cache.spare
-    cache.spare = 16
+    cache.spare = SPARE
+    _fresh()
     try:
-        _fresh()
-        text = _config(50)
-        lines = text.split("\n")
-        servers = [i for i, line in enumerate(lines) if line.startswith("    server ")]
-        for k in range(120):  # each edit makes one new piece; the old one is a past text
-            i = servers[(k * 7) % len(servers)]
-            lines[i] += " check" if k % 2 else " backup"
-            edited = "\n".join(lines)
-            parse(edited, "haproxy.cfg")
-            pieces = {r.key for b in cache.bases["haproxy.cfg"] for r in b.results}
-            assert len(cache.current) <= len(pieces) + 16 + 1
-        # Every piece of the kept bases is still cached.
-        assert pieces <= {key for _, key in cache.current}
-        last = parse(edited, "haproxy.cfg")
-        _fresh()
-        assert last == parse(edited, "haproxy.cfg")
+        yield cache
     finally:
         cache.spare = spare
         _fresh()
 
 
-def test_moved_copies_are_kept_only_at_the_bases_lines() -> None:
-    cache = parser_module._CACHE
-    spare = cache.spare
-    cache.spare = 16
-    try:
-        _fresh()
-        text = _config(60)
-        for k in range(12):  # each change moves every backend down a line
-            text = text.replace("defaults\n", f"defaults\n    # change {k}\n", 1)
-            parse(text, "haproxy.cfg")
-            bases = cache.bases["haproxy.cfg"]
-            at_base_lines = {(r.key, r.start) for b in bases for r in b.results}
-            cached = [
-                (key, start)
-                for (_, key), entry in cache.current.items()
-                for start in (entry if isinstance(entry, dict) else [entry.start])
-            ]
-            assert len(cached) <= len(at_base_lines) + 16 + 1
-        assert at_base_lines <= set(cached)
-        last = parse(text, "haproxy.cfg")
-        _fresh()
-        assert last == parse(text, "haproxy.cfg")
-    finally:
-        cache.spare = spare
-        _fresh()
+def _same_as_cold(text: str) -> None:
+    last = parse(text, "haproxy.cfg")
+    _fresh()
+    assert last == parse(text, "haproxy.cfg")
+
+
+def test_pieces_of_past_texts_are_pruned(small_spare: parser_module._ChunkCache) -> None:
+    cache = small_spare
+    lines = _config(50).split("\n")
+    servers = [i for i, line in enumerate(lines) if line.startswith("    server ")]
+    for k in range(120):  # each edit makes one new piece; the old one is a past text
+        i = servers[(k * 7) % len(servers)]
+        lines[i] += " check" if k % 2 else " backup"
+        parse("\n".join(lines), "haproxy.cfg")
+        pieces = {r.key for b in cache.bases["haproxy.cfg"] for r in b.results}
+        assert len(cache.current) <= len(pieces) + SPARE + 1
+    # Every piece of the kept bases is still cached.
+    assert pieces <= {key for _, key in cache.current}
+    _same_as_cold("\n".join(lines))
+
+
+def test_moved_copies_are_kept_only_at_the_bases_lines(
+    small_spare: parser_module._ChunkCache,
+) -> None:
+    cache = small_spare
+    text = _config(60)
+    for k in range(12):  # each change moves every backend down a line
+        text = text.replace("defaults\n", f"defaults\n    # change {k}\n", 1)
+        parse(text, "haproxy.cfg")
+        at_base_lines = {(r.key, r.start) for b in cache.bases["haproxy.cfg"] for r in b.results}
+        cached = [
+            (key, start)
+            for (_, key), entry in cache.current.items()
+            for start in (entry if isinstance(entry, dict) else [entry.start])
+        ]
+        assert len(cached) <= len(at_base_lines) + SPARE + 1
+    assert at_base_lines <= set(cached)
+    _same_as_cold(text)
 
 
 def test_repeated_word_on_a_line_is_one_string() -> None:
