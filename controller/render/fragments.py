@@ -422,7 +422,7 @@ def _evaluate(
         recorder.tokens,
         tuple(recorder.used.items()),
         tuple(recorder.modules.items()),
-        namespaces_of(recorder.namespaces()),
+        namespaces_of(recorder.namespaces()) if recorder.created else (),
         chars - recorder.module_chars,
         tuple(chain.from_iterable(dict.fromkeys(asked))) if asked else (),
     )
