@@ -111,8 +111,10 @@ def test_a_slow_rule_in_the_worker_is_stopped_at_its_cpu_budget(worker: None) ->
         batch = check_objects(rs, {"ingresses": [_many_rules()]}, budget=budget)
         assert time.monotonic() - started < 2.5  # the evaluation alone takes seconds
         assert batch.exhausted is not None and batch.exhausted.budget == "ruleTime"
-        # stopped by its CPU timer, not by the wall-time backstop (0.3 * 4 + 1 s)
-        assert 0.3 <= budget.used < 0.6
+        # stopped by its CPU timer, not by the wall-time backstop (0.3 * 4 + 1 s). The CPU the
+        # kernel reports for the killed worker lags the timer by up to a few scheduler ticks
+        # on a loaded machine (0.27 s seen), hence the lower bound's slack.
+        assert 0.2 <= budget.used < 0.6
         assert [d.rule_id for d in batch.diagnostics] == ["E0002"]
         assert pool.warm(wait=30)
     after = pool.stats()
