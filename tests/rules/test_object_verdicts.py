@@ -201,3 +201,28 @@ def test_objects_out_of_budget_beside_the_render_are_judged_again_first(
     assert [d.message for d in result.diagnostics if d.rule_id == "E5003"] == [
         "ingresses rule dns on default/i003: bad host"
     ]
+
+
+def test_the_collector_is_off_for_the_whole_ruled_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judging the objects is part of the render's pause of the cyclic collector, so the
+    collection an earlier render deferred does not fall on it (timed in bench/pipeline)."""
+    import gc
+
+    import controller.validation.rules.render as ruled
+    from controller.render import Renderer
+    from controller.validation.rules.inline import check_objects as real
+
+    seen: list[bool] = []
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ruled, "check_objects", watched)
+    spec = make_spec(watched=WATCHED)
+    rr = ruled.RuledRenderer(Renderer(spec), RuleSet.from_spec(spec))
+    assert gc.isenabled()
+    result = rr.render(filled_store(spec, {"ingresses": [ingress("a", "a.local")]}).snapshot())
+    assert result.ok
+    assert seen and not any(seen)
+    assert gc.isenabled()
