@@ -236,13 +236,14 @@ def compile_paths(paths: Sequence[str], filter_name: str) -> list[FieldPath]:
     return compiled
 
 
+def none_first(value: Any) -> tuple[int, Any]:
+    """The order ``sort_by`` and ``group_by`` give values: missing values and nulls first
+    (equal to each other), present values by their own order."""
+    return (0, "") if value is MISSING or value is None else (1, value)
+
+
 def _sort_key(item: Any, paths: list[FieldPath]) -> tuple[tuple[int, Any], ...]:
-    """Missing values and nulls sort first; present values compare by their own order."""
-    key: list[tuple[int, Any]] = []
-    for path in paths:
-        v = lookup(item, path)
-        key.append((0, "") if v is MISSING or v is None else (1, v))
-    return tuple(key)
+    return tuple(none_first(lookup(item, path)) for path in paths)
 
 
 def _sort_key_of(paths: list[FieldPath]) -> Callable[[Any], tuple[tuple[int, Any], ...]]:
@@ -255,7 +256,7 @@ def _sort_key_of(paths: list[FieldPath]) -> Callable[[Any], tuple[tuple[int, Any
 
         def one(item: Any) -> tuple[tuple[int, Any], ...]:
             v = item.get(seg, MISSING) if type(item) is dict else lookup(item, path)
-            return ((0, "") if v is MISSING or v is None else (1, v),)
+            return (none_first(v),)
 
         return one
     return lambda item: _sort_key(item, paths)
@@ -334,7 +335,7 @@ def group_by(value: Any, path: str) -> list[Group]:
                 f"group_by: value of {path} is a {type(k).__name__}, which cannot be a group key"
             ) from None
     try:
-        keys = sorted(groups, key=lambda k: (0, "") if k is None else (1, k))
+        keys = sorted(groups, key=none_first)
     except TypeError as exc:
         raise FilterError(f"group_by: values of {path} cannot be compared ({exc})") from None
     return [Group(k, groups[k]) for k in keys]

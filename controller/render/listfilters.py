@@ -202,7 +202,7 @@ def sort_by(environment: Any, value: Any, *paths: str, reverse: bool = False) ->
                 key: list[Any] = []
                 for path in compiled:
                     v = path_walk(x, path)
-                    key += (0, "") if v is MISSING or v is None else (1, scalar(v))
+                    key += filters.none_first(v if v is MISSING else scalar(v))
                 return tuple(key)
 
             return sorted_by(memos_of(environment), ("sort_by", *compiled), None, items, key_of)

@@ -43,6 +43,7 @@ from itertools import compress, count, islice, repeat
 from operator import is_, is_not
 from typing import Any
 
+from controller.render.filters import none_first
 from controller.render.fragments import Fragment, same_argument
 from controller.render.grown import GrownList, mark_shared
 from controller.resources import MISSING, FrozenDict
@@ -475,10 +476,6 @@ class _Groups:
         self.order = order
 
 
-def _group_order(k: Any) -> tuple[int, Any]:
-    return (0, "") if k is None else (1, k)
-
-
 def grouped_by(
     memos: ListMemos,
     key: Hashable,
@@ -500,7 +497,7 @@ def grouped_by(
         groups, order = list(was.groups), list(was.order)
         try:
             for k in {*(was.keys[q] for q in match.old_at), *new_keys}:
-                o = _group_order(k)
+                o = none_first(k)
                 at = bisect_left(order, o)
                 if at < len(order) and order[at] == o:
                     del groups[at], order[at]
@@ -525,8 +522,8 @@ def grouped_by(
         by: dict[Any, list[Any]] = {}
         for k, x in zip(keys, items, strict=True):
             by.setdefault(k, []).append(x)
-        ordered = sorted(by, key=_group_order)
+        ordered = sorted(by, key=none_first)
         groups = [group(k, by[k]) for k in ordered]
-        state = _Groups(keys, groups, [_group_order(k) for k in ordered])
+        state = _Groups(keys, groups, [none_first(k) for k in ordered])
     memos.store(key, args, items, state, match)
     return list(state.groups)
