@@ -151,12 +151,10 @@ class _Compiled:
 
 
 @dataclass(frozen=True, slots=True)
-class _Kept:
-    """An output as the latest render produced it, and everything it read."""
+class _Basis:
+    """What one evaluation of an output's template or ``when`` read: reused while all of it
+    is unchanged (see :meth:`Renderer._unchanged`)."""
 
-    output: RenderedOutput
-    pieces: list[str]
-    content: bytes
     reads: tuple[Read, ...]
     deps: tuple[tuple[str, str], ...]
     """(name, text) of every dependency that rendered, by name."""
@@ -164,14 +162,35 @@ class _Kept:
     http: Any
     extra: Any
     chars: int
-    """What rendering it charged the size budget, shared modules apart."""
+    """What the evaluation charged the size budget, shared modules apart."""
     modules: tuple[tuple[str, int], ...]
     used: tuple[tuple[str, Any], ...]
-    """The shared modules it imported (name, module): it is kept only while this render's
+    """The shared modules it imported (name, module): it is reused only while this render's
     modules are the very same objects (not re-evaluated, or evaluated again to the same
     exports, see :mod:`controller.render.sameness`)."""
-    tokens: Tokens = field(default_factory=dict)
+    tokens: Tokens
     """The content tokens of the collections it read (see :func:`.incremental.unchanged`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """An output as the latest render produced it, and everything it read."""
+
+    output: RenderedOutput
+    pieces: list[str]
+    content: bytes
+    basis: _Basis
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """An output's ``when`` as the latest render evaluated it (never a failure), and what it
+    read. A ``when`` typically reads another output's text (the quickstart's certificate
+    slots ask whether ``crt-list`` names them): 300 of them evaluated on every render were
+    a quarter of a render after one changed Ingress at 1,000 Ingresses."""
+
+    verdict: bool
+    basis: _Basis
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +272,7 @@ class Renderer:
         self._settle_snippet_users(snippet_problem)
         self._order = (*self.graph.order, *sorted(set(self.outputs) - set(self.graph.order)))
         self._memo: dict[str, _Kept] = {}
+        self._judged: dict[str, _Judged] = {}
         """Each output as the latest render produced it (see :mod:`.incremental`)."""
         self._inputs: tuple[dict[str, Any], dict[str, Any]] | None = None
 
@@ -533,9 +553,13 @@ class Renderer:
         budgets: list[RenderBudget] = []
         out_of_budget: str | None = None  # the root cause, once a budget ran out
         total = 0  # bytes of the outputs rendered so far
+        ran = True  # has a template run since the shared modules were last checked?
+        modules = 0  # how many shared modules this render had obtained then
         try:
             for name in self._order:
-                _taint_changed(resources)
+                if ran or len(resources._modules) != modules:
+                    _taint_changed(resources)
+                    ran, modules = False, len(resources._modules)
                 if name in statuses:
                     continue
                 d = self.outputs[name]
@@ -556,10 +580,19 @@ class Renderer:
                     {x: rendered[x] for x in deps if x in rendered}, frozenset(deps & skipped)
                 )
                 compiled = self._compiled[name]
+                dep_texts = tuple((x, rendered[x].content) for x in sorted(deps & rendered.keys()))
                 meter.start()
                 try:
                     if compiled.when is not None:
-                        verdict = self._evaluate_when(d, compiled.when, ctx)
+                        judged = self._judged.get(name)
+                        verdict: bool | Diagnostic
+                        if judged is not None and self._unchanged(
+                            judged.basis, ctx, dep_texts, view, resources
+                        ):
+                            verdict = judged.verdict
+                        else:
+                            ran = True
+                            verdict = self._evaluate_when(d, compiled.when, ctx, dep_texts)
                         if isinstance(verdict, Diagnostic):
                             diags.append(verdict)
                             root[name] = f"{name}: {verdict.rule_id} {verdict.message}"
@@ -574,16 +607,18 @@ class Renderer:
                     template = compiled.template
                     if template is None:  # cannot happen: outputs that did not compile failed
                         continue
-                    dep_texts = tuple(
-                        (x, rendered[x].content) for x in sorted(deps & rendered.keys())
-                    )
-                    kept = self._kept(name, ctx, dep_texts, view, resources)
+                    kept = self._memo.get(name)
+                    if kept is not None and not self._unchanged(
+                        kept.basis, ctx, dep_texts, view, resources
+                    ):
+                        kept = None
                     if kept is not None:
                         out, pieces, content = kept.output, kept.pieces, kept.content
                         text = out.content
                         total += len(content)
                         _within(meter, total)
                     else:
+                        ran = True
                         recorder = Recorder()
                         recording = _RECORDER.set(recorder)
                         before = meter.used_chars
@@ -599,18 +634,7 @@ class Renderer:
                         _within(meter, total)
                         out = RenderedOutput(name, d.kind, d.path, text)
                         self._memo[name] = _Kept(
-                            out,
-                            pieces,
-                            content,
-                            tuple(recorder.reads),
-                            dep_texts,
-                            ctx["outputs"]._skipped,
-                            base["http"],
-                            base["extraContext"],
-                            meter.used_chars - before - recorder.module_chars,
-                            tuple(recorder.modules.items()),
-                            tuple(recorder.used.items()),
-                            recorder.tokens,
+                            out, pieces, content, _basis(recorder, ctx, dep_texts, before)
                         )
                 except BudgetExceeded as exc:
                     diag = render_error(exc, output_path=d.path, fallback_template=name)
@@ -646,9 +670,9 @@ class Renderer:
                 if isinstance(tmpl, SnippetTemplate):
                     tmpl.keep = False
                     tmpl._memo = None
-            for name, kept in list(self._memo.items()):
-                if any(m in resources._tainted for m, _ in kept.modules):
-                    self._memo.pop(name, None)
+            for memo in (self._memo, self._judged):
+                for name in [n for n, m in memo.items() if _reads_tainted(m.basis, resources)]:
+                    del memo[name]
 
         return RenderResult(
             files=FileSet.of(entries),
@@ -672,41 +696,40 @@ class Renderer:
         self._inputs = (http, extra)
         return http, extra
 
-    def _kept(
+    def _unchanged(
         self,
-        name: str,
+        basis: _Basis,
         ctx: dict[str, Any],
         dep_texts: tuple[tuple[str, str], ...],
         view: StoreView,
         resources: Resources,
-    ) -> _Kept | None:
-        """The previous render of ``name`` when nothing it read has changed, its size budget
-        charged again (see :mod:`controller.render.incremental`)."""
-        kept = self._memo.get(name)
+    ) -> bool:
+        """Would evaluating again what ``basis`` records give the same result, because nothing
+        it read has changed (see :mod:`controller.render.incremental`)? If so its size budget
+        is charged again, as the evaluation would have."""
         outputs: Outputs = ctx["outputs"]
         if (
-            kept is None
-            or any(m in resources._tainted for m, _ in kept.modules)
-            or kept.http is not ctx["http"]
-            or kept.extra is not ctx["extraContext"]
-            or kept.skipped != outputs._skipped
-            or len(kept.deps) != len(dep_texts)
+            _reads_tainted(basis, resources)
+            or basis.http is not ctx["http"]
+            or basis.extra is not ctx["extraContext"]
+            or basis.skipped != outputs._skipped
+            or len(basis.deps) != len(dep_texts)
             or any(
                 a[0] != b[0] or (a[1] is not b[1] and a[1] != b[1])
-                for a, b in zip(kept.deps, dep_texts, strict=True)
+                for a, b in zip(basis.deps, dep_texts, strict=True)
             )
-            or not unchanged(view, kept.reads, kept.tokens)
-            or not all(self._module_now(m, ctx) is module for m, module in kept.used)
+            or not unchanged(view, basis.reads, basis.tokens)
+            or not all(self._module_now(m, ctx) is module for m, module in basis.used)
         ):
-            return None
+            return False
         meter = _METER.get()
         if meter is not None:
-            meter.charge(kept.chars)
-            for module, chars in kept.modules:
+            meter.charge(basis.chars)
+            for module, chars in basis.modules:
                 if module not in resources._charged:
                     resources._charged[module] = chars
                     meter.charge(chars)
-        return kept
+        return True
 
     def _module_now(self, name: str, ctx: dict[str, Any]) -> Any:
         """The shared module ``name`` as this render has it, obtained now if no output did
@@ -730,13 +753,29 @@ class Renderer:
             return None
 
     def _evaluate_when(
-        self, d: OutputDef, when: Template, ctx: dict[str, Any]
+        self,
+        d: OutputDef,
+        when: Template,
+        ctx: dict[str, Any],
+        dep_texts: tuple[tuple[str, str], ...],
     ) -> bool | Diagnostic:
+        """The verdict of ``d``'s ``when``, remembered with what it read; a failure is E1009
+        and is never remembered."""
+        self._judged.pop(d.name, None)
+        meter = _METER.get()
+        before = meter.used_chars if meter is not None else 0
+        recorder = Recorder()
+        recording = _RECORDER.set(recorder)
         try:
-            context = when.new_context(ctx)
-            for _ in when.root_render_func(context):
-                pass
-            return bool(context.vars["result"])
+            try:
+                context = when.new_context(ctx)
+                for _ in when.root_render_func(context):
+                    pass
+                verdict = bool(context.vars["result"])
+            finally:
+                _RECORDER.reset(recording)
+            self._judged[d.name] = _Judged(verdict, _basis(recorder, ctx, dep_texts, before))
+            return verdict
         except BudgetExceeded:
             raise  # the render stops; _render reports it
         except Exception as exc:
@@ -774,6 +813,30 @@ class Renderer:
         if not errors:
             return None
         return f"{name}: {errors[0].rule_id} {errors[0].message}"
+
+
+def _basis(
+    recorder: Recorder, ctx: dict[str, Any], deps: tuple[tuple[str, str], ...], before: int
+) -> _Basis:
+    """What an evaluation that started when the size budget had ``before`` characters used,
+    and recorded into ``recorder``, read."""
+    meter = _METER.get()
+    used = meter.used_chars if meter is not None else before
+    return _Basis(
+        tuple(recorder.reads),
+        deps,
+        ctx["outputs"]._skipped,
+        ctx["http"],
+        ctx["extraContext"],
+        used - before - recorder.module_chars,
+        tuple(recorder.modules.items()),
+        tuple(recorder.used.items()),
+        recorder.tokens,
+    )
+
+
+def _reads_tainted(basis: _Basis, resources: Resources) -> bool:
+    return any(m in resources._tainted for m, _ in basis.modules)
 
 
 def _taint_changed(resources: Resources) -> None:

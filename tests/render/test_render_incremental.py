@@ -241,6 +241,17 @@ FEATURES: dict[str, Any] = {
         "after-opt": {
             "template": "{{ 'opt' in outputs }}\n",
         },
+        # `when`s are remembered with what they read: another output's text (and whether
+        # an output was skipped), extraContext, a collection
+        "text-opt": {
+            "when": "'h1.local' in outputs['keyed.map'].content and 'opt' not in outputs",
+            "template": "keyed\n",
+        },
+        "extra-opt": {
+            "when": "extraContext.flag | default(false)"
+            " and resources.services.get_single('default', 'svc-1')",
+            "template": "flag\n",
+        },
     },
 }
 
@@ -516,6 +527,29 @@ def test_an_ignored_object_does_not_evaluate_the_routing_module_again() -> None:
     result = r.render(view)
     assert routing._memo is not None and routing._memo is not routing_memo
     assert routing._memo.module is not routing_memo.module
+    assert signature(result) == signature(Renderer(spec).render(view))
+
+
+def test_a_when_is_evaluated_again_only_when_what_it_read_changed() -> None:
+    """The quickstart's certificate slots each have a `when` reading crt-list's text: an
+    EndpointSlice leaves that text as it was, so no `when` is evaluated again; a new TLS
+    Ingress changes it, and the `when`s are evaluated again (the render equals a full one)."""
+    spec = _quickstart()
+    store = _quickstart_store(spec)
+    r = Renderer(spec)
+    r.render(store.snapshot())
+    judged = dict(r._judged)
+    assert "tls-00.pem" in judged
+    store.apply("endpointslices", _slice(1, 7))
+    view = store.snapshot()
+    result = r.render(view)
+    assert all(r._judged[name] is j for name, j in judged.items())
+    assert signature(result) == signature(Renderer(spec).render(view))
+    store.apply("secrets", _secret(0, 1))
+    store.apply("ingresses", _ingress(3, 4))  # variant 4: TLS with Secret tls-0
+    view = store.snapshot()
+    result = r.render(view)
+    assert r._judged["tls-00.pem"] is not judged["tls-00.pem"]
     assert signature(result) == signature(Renderer(spec).render(view))
 
 
