@@ -185,7 +185,15 @@ def unchanged(view: StoreView, reads: Sequence[Read], tokens: Tokens | None = No
     A collection whose content token (``content_token``: a snapshot's state, shared and never
     written again) is the very object it was when the reads were made holds the very same
     objects, so its questions are not asked again: at 10,000 Ingresses a render after one
-    changed Ingress would otherwise ask the EndpointSlices their 10,000 questions again."""
+    changed Ingress would otherwise ask the EndpointSlices their 10,000 questions again.
+    When every collection read kept its token, not even the list of reads is walked (the
+    recorder notes a token for every collection it records a read of)."""
+    if tokens:
+        try:
+            if all(t is not None and _token(view.collection(c)) is t for c, t in tokens.items()):
+                return True
+        except Exception:
+            return False
     collections: dict[str, CollectionView | None] = {}
     for collection, op, args, answer in reads:
         coll = collections.get(collection, _UNSEEN)
