@@ -62,6 +62,8 @@ def analyse(source: str) -> Analysis:
             collections=frozenset({ANY}) if RESOURCES in proven else frozenset(),
             iterates=True,
             size=_UNKNOWN_SIZE,
+            output_fields=frozenset({ANY}),
+            self_fields=frozenset({ANY}),
         )
         return Analysis(program, refs, decoded=False)
     variables = tree.variables | proven
@@ -70,5 +72,16 @@ def analyse(source: str) -> Analysis:
         outputs = frozenset({ANY})
     if RESOURCES in variables and not collections:
         collections = frozenset({ANY})
-    refs = Refs(variables, outputs, collections, tree.iterates, tree.size)
+    output_fields = tree.output_fields
+    if OUTPUTS in variables and not output_fields:
+        output_fields = frozenset({ANY})
+    refs = Refs(
+        variables,
+        outputs,
+        collections,
+        tree.iterates,
+        tree.size,
+        output_fields,
+        tree.self_fields,
+    )
     return Analysis(program, refs, decoded=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from controller.validation.rules.checked import Node
 from controller.validation.rules.matching import FUNCTION
 
-__all__ = ["ANY", "Refs", "collect"]
+__all__ = ["ANY", "Refs", "collect", "reads_field"]
 
 ANY = "*"
 """A reference whose target name is computed at evaluation time."""
@@ -45,6 +45,12 @@ class Refs:
     not bounded either, watches the deadline itself (``deadline.py``)."""
     size: int = 0
     """Number of nodes; a bound on the work of a loop-free expression."""
+    output_fields: frozenset[str] = frozenset()
+    """Fields read of an output's value through ``outputs`` (``outputs['x'].content``):
+    ``ANY`` when a value is used otherwise (compared, iterated, passed to a function, indexed
+    by a computed key), which may read every field."""
+    self_fields: frozenset[str] = frozenset()
+    """The same for ``self`` (an output's value when the rule belongs to an output)."""
 
     def __or__(self, other: Refs) -> Refs:
         return Refs(
@@ -53,7 +59,14 @@ class Refs:
             self.collections | other.collections,
             self.iterates or other.iterates,
             self.size + other.size,
+            self.output_fields | other.output_fields,
+            self.self_fields | other.self_fields,
         )
+
+
+def reads_field(fields: frozenset[str], name: str) -> bool:
+    """Whether an expression with these ``*_fields`` may read field ``name``."""
+    return name in fields or ANY in fields
 
 
 _BUILDERS = frozenset({"comprehension", "list", "struct"})
@@ -105,9 +118,36 @@ def _element_local(loop: Node) -> bool:
     return True
 
 
+def _field(value: Node, parent: Node | None) -> str:
+    """The constant field ``parent`` selects of ``value``; ``ANY`` for any other use."""
+    if parent is None:
+        return ANY
+    if parent.kind == "select" and parent.target is value:
+        return parent.name  # has(x.f) too: whether f is there is read
+    if parent.kind == "call" and parent.name == "_[_]" and len(parent.args) == 2:
+        first, second = parent.args
+        if first is value and second.kind == "const" and second.text is not None:
+            return second.text
+    return ANY
+
+
+def _output_fields(outputs: Node, parent: Node | None, grand: Node | None) -> set[str]:
+    """Fields read of the output value that ``parent`` takes from ``outputs``."""
+    if parent is None:
+        return {ANY}
+    if parent.kind == "select" and parent.target is outputs:
+        return set() if parent.test_only else {_field(parent, grand)}  # has(outputs.x)
+    if parent.kind == "call" and len(parent.args) == 2 and parent.args[1] is outputs:
+        return set() if parent.name == _IN else {ANY}  # 'x' in outputs
+    if _field(outputs, parent) != ANY:  # outputs['x']
+        return {_field(parent, grand)}
+    return {ANY}
+
+
 def collect(root: Node) -> Refs:
     variables: set[str] = set()
     names: dict[str, set[str]] = {OUTPUTS: set(), RESOURCES: set()}
+    fields: dict[str, set[str]] = {OUTPUTS: set(), SELF: set()}
     iterates = False
     size = 0
 
@@ -124,7 +164,9 @@ def collect(root: Node) -> Refs:
                 return first.text
         return ANY
 
-    def visit(node: Node, bound: frozenset[str], parent: Node | None) -> None:
+    def visit(
+        node: Node, bound: frozenset[str], parent: Node | None, grand: Node | None = None
+    ) -> None:
         nonlocal iterates, size
         size += 1
         if node.kind == "ident":
@@ -132,22 +174,29 @@ def collect(root: Node) -> Refs:
                 variables.add(node.name)
                 if node.name in names:
                     names[node.name].add(named(node, parent))
+                if node.name == SELF:
+                    fields[SELF].add(_field(node, parent))
+                elif node.name == OUTPUTS:
+                    fields[OUTPUTS].update(_output_fields(node, parent, grand))
             return
+        if node.kind == "other":  # a node this walk cannot read may hold any use
+            fields[OUTPUTS].add(ANY)
+            fields[SELF].add(ANY)
         if node.kind == "call" and _expensive_call(node):
             iterates = True
         if node.kind == "comprehension":
             if not _element_local(node):
                 iterates = True
             for child in node.outer:
-                visit(child, bound, node)
+                visit(child, bound, node, parent)
             loop = bound | set(node.binds)
             for child in node.inner:
-                visit(child, loop, node)
+                visit(child, loop, node, parent)
             if node.result is not None:
-                visit(node.result, bound | {node.accu}, node)
+                visit(node.result, bound | {node.accu}, node, parent)
             return
         for child in node.children():
-            visit(child, bound, node)
+            visit(child, bound, node, parent)
 
     visit(root, frozenset(), None)
     return Refs(
@@ -156,4 +205,6 @@ def collect(root: Node) -> Refs:
         frozenset(names[RESOURCES]),
         iterates,
         size,
+        frozenset(fields[OUTPUTS]),
+        frozenset(fields[SELF]),
     )

@@ -44,7 +44,7 @@ from controller.validation.rules.refs import Refs
 
 __all__ = ["analysed", "clear", "disk_key", "stats"]
 
-FORMAT = 1
+FORMAT = 2
 """Version of the entries' layout; part of every key."""
 
 _MAGIC = b"HTCR"
@@ -136,6 +136,8 @@ def _encode(key: str, a: Analysis) -> bytes:
             tuple(sorted(r.collections)),
             r.iterates,
             r.size,
+            tuple(sorted(r.output_fields)),
+            tuple(sorted(r.self_fields)),
             a.decoded,
         )
     )
@@ -154,9 +156,10 @@ def _decode(key: str, source: str, data: bytes) -> Analysis | None:
         return None
     try:
         value = marshal.loads(payload)
-        if type(value) is not tuple or len(value) != 9 or value[0] != key:
+        if type(value) is not tuple or len(value) != 11 or value[0] != key:
             return None
-        _, checked, result_type, variables, outputs, collections, iterates, size, decoded = value
+        _, checked, result_type, variables, outputs, collections, iterates, size = value[:8]
+        output_fields, self_fields, decoded = value[8:]
         if (
             type(checked) is not bytes
             or type(result_type) is not str
@@ -165,7 +168,15 @@ def _decode(key: str, source: str, data: bytes) -> Analysis | None:
             or type(decoded) is not bool
         ):
             return None
-        refs = Refs(_strings(variables), _strings(outputs), _strings(collections), iterates, size)
+        refs = Refs(
+            _strings(variables),
+            _strings(outputs),
+            _strings(collections),
+            iterates,
+            size,
+            _strings(output_fields),
+            _strings(self_fields),
+        )
         expression = full_env().deserialize(checked)
     except Exception:  # a damaged entry is a miss, whatever the binding says about it
         return None

@@ -74,7 +74,7 @@ class _Outputs(Mapping[str, dict[str, Any] | None]):
         self._present, self._done = dict(present), dict(done)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        texts = {n: (v["path"], v["content"]) for n, v in self._done.items()}
+        texts = {n: (v["path"], v["content"], "lines" in v) for n, v in self._done.items()}
         return (_received_outputs, (self._present, texts))
 
     def has_value(self, name: str) -> bool:
@@ -96,10 +96,14 @@ class _Outputs(Mapping[str, dict[str, Any] | None]):
 
 
 def _received_outputs(
-    present: Mapping[str, bool], texts: Mapping[str, tuple[str, str]]
+    present: Mapping[str, bool], texts: Mapping[str, tuple[str, str, bool]]
 ) -> _Outputs:
-    """In a worker: :class:`_Outputs` from what its ``__reduce__`` sent."""
-    done = {n: output_value(n, path, content) for n, (path, content) in texts.items()}
+    """In a worker: :class:`_Outputs` from what its ``__reduce__`` sent (with ``lines``
+    exactly when the caller converted them)."""
+    done = {
+        n: output_value(n, path, content, lines=lines)
+        for n, (path, content, lines) in texts.items()
+    }
     return _Outputs(present, done)
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from controller.diagnostics import Phase
@@ -44,12 +44,14 @@ from controller.validation.rules.deferred import (
 )
 from controller.validation.rules.inline import budget_diagnostic, content_key, subject_of
 from controller.validation.rules.judge import Judgement, output_value
-from controller.validation.rules.refs import ANY, EXTRA
+from controller.validation.rules.refs import ANY, EXTRA, reads_field
 from controller.validation.rules.sent import sent_inputs
 from controller.validation.rules.wire import Job
 from controller.validation.stage import Stage, StageContext, StageOutcome
 
-__all__ = ["RulesStage", "deferred_inputs"]
+__all__ = ["RulesStage", "deferred_inputs", "reads_lines"]
+
+LINES = "lines"
 
 
 def _collection_names(ruleset: RuleSet) -> list[str]:
@@ -118,11 +120,22 @@ class _Selves(Sequence[tuple[Any, str, Any]]):
         return self._done
 
 
+def reads_lines(rules: Iterable[CompiledRule]) -> bool:
+    """Whether any of ``rules`` may read an output's ``lines`` (through ``outputs``, or as
+    ``self`` of an output); when none can, outputs are converted without them."""
+    return any(
+        reads_field(r.refs.output_fields, LINES)
+        or (r.owner.kind is OwnerKind.OUTPUT and reads_field(r.refs.self_fields, LINES))
+        for r in rules
+    )
+
+
 def deferred_inputs(
-    ruleset: RuleSet, render: RenderResult, *, lazy: bool = False
+    ruleset: RuleSet, render: RenderResult, *, lazy: bool = False, lines: bool = True
 ) -> DeferredInputs:
     """Convert what the deferred rules of ``ruleset`` read from ``render`` for CEL
-    (``lazy``: each object when first read)."""
+    (``lazy``: each object when first read; ``lines=False`` only when
+    :func:`reads_lines` is false for every rule that will read them)."""
     entries: dict[str, FileEntry | None] = {}
     states: dict[str, str] = {}
     for name, owner in ruleset.outputs.items():
@@ -133,7 +146,7 @@ def deferred_inputs(
         else:
             entries[name] = None
             states[name] = status.state if status is not None else "not rendered"
-    outputs = _Outputs(entries)
+    outputs = _Outputs(entries, lines=lines)
     if not lazy:
         for name in outputs:
             outputs[name]
@@ -155,8 +168,9 @@ class _Outputs(Mapping[str, dict[str, Any] | None]):
     whose judgements are all known converts no output (``haproxy.cfg`` is the largest input
     of all)."""
 
-    def __init__(self, entries: Mapping[str, FileEntry | None]) -> None:
+    def __init__(self, entries: Mapping[str, FileEntry | None], *, lines: bool = True) -> None:
         self.entries = entries
+        self._lines = lines
         self._done: dict[str, dict[str, Any]] = {}
 
     def has_value(self, name: str) -> bool:
@@ -169,7 +183,7 @@ class _Outputs(Mapping[str, dict[str, Any] | None]):
         found = self._done.get(name)
         if found is None:
             content = entry.content.decode("utf-8", errors="replace")
-            found = self._done[name] = output_value(name, entry.path, content)
+            found = self._done[name] = output_value(name, entry.path, content, lines=self._lines)
         return found
 
     @property
@@ -206,6 +220,7 @@ class RulesStage(Stage):
         self.time_budget = time_budget
         self.isolation = isolation
         self.plan = plan(ruleset)
+        self._lines = reads_lines(self.plan.order)
         self._memo: tuple[RenderResult, DeferredInputs] | None = None
         self._objects_memo: tuple[RenderResult, dict[str, _Keyed]] | None = None
         self._by_token: dict[str, tuple[object | None, _Keyed]] = {}
@@ -222,7 +237,7 @@ class RulesStage(Stage):
         memo = self._memo
         if memo is not None and memo[0] is render:
             return memo[1]
-        inputs = deferred_inputs(self.ruleset, render, lazy=True)
+        inputs = deferred_inputs(self.ruleset, render, lazy=True, lines=self._lines)
         keyed = self._keyed_objects(render)
         object_keys = {name: keyed[name][1] for name in inputs.collections}
         memo_keys = self._memo_keys(render, inputs, object_keys)

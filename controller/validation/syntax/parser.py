@@ -42,7 +42,6 @@ from controller.validation.keywords import (
 from controller.validation.parsed import Directive, ParsedConfig, Section, Token
 from controller.validation.syntax import build
 from controller.validation.syntax.conditions import Tri, evaluate, tri_and, tri_not, tri_or
-from controller.validation.syntax.textdiff import common_prefix, common_suffix
 from controller.validation.syntax.tokenizer import (
     BLANKS,
     NEEDS_FULL,
@@ -52,6 +51,7 @@ from controller.validation.syntax.tokenizer import (
     intern_table,
     tokenize,
 )
+from controller.validation.textdiff import common_prefix, common_suffix
 
 __all__ = ["parse", "parse_near"]
 

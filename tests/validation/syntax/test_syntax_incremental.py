@@ -22,7 +22,7 @@ from controller.validation.parsed import ParsedConfig
 from controller.validation.syntax import parse
 from controller.validation.syntax import parser as parser_module
 from controller.validation.syntax.parser import parse_near
-from controller.validation.syntax.textdiff import common_prefix, common_suffix
+from controller.validation.textdiff import common_prefix, common_suffix
 from tests.validation.syntax.bench_syntax import config
 from tests.validation.syntax.syntax_kit import load_cases
 
