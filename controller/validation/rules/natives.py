@@ -26,16 +26,16 @@ of the deadline and the batch is reported out of time; in a worker the kill does
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 import re2
 from cel_expr_python import cel
 
-from controller.validation.rules import deadline
+from controller.validation.rules import deadline, linelocal
 
-__all__ = ["extension"]
+__all__ = ["extension", "remember_scans"]
 
 _CHECK_EVERY = 64
 """Matches between two looks at the deadline (one match costs at most a scan of the text)."""
@@ -107,20 +107,42 @@ def _compiled(pattern: str) -> re2.Pattern:
     return rx
 
 
-def _extract_all(text: str, pattern: str) -> list[str]:
-    """Non-empty matches only: an empty match (``x*`` between two characters) carries no
-    text, and the binding reports each one several times inside multi-byte characters.
-    Each step of the iteration is one search (linear in the text), so looking at the
-    deadline every few matches bounds how far past it the call can run."""
-    rx = _compiled(pattern)
-    deadline.check()
+_scans: linelocal.Scans | None = None
+"""Set in the evaluation worker only (:func:`remember_scans`): the controller keeps no texts."""
+
+
+def remember_scans() -> linelocal.Scans:
+    """From now on, this process answers ``regex.extractAll`` of a line-local pattern over a
+    large text from the last texts it scanned (``linelocal.py``). The evaluation worker
+    does, for the texts of successive proposals; it holds at most 8 MiB of them."""
+    global _scans
+    if _scans is None:
+        _scans = linelocal.Scans()
+    return _scans
+
+
+def _matches(rx: re2.Pattern, text: str) -> Iterator[tuple[int, str]]:
+    """Where each kept match starts, and its value. Non-empty matches only: an empty match
+    (``x*`` between two characters) carries no text, and the binding reports each one
+    several times inside multi-byte characters. Each step of the iteration is one search
+    (linear in the text), so looking at the deadline every few matches bounds how far past
+    it the call can run."""
     group = 1 if rx.groups else 0
-    found: list[str] = []
     for count, m in enumerate(rx.finditer(text), 1):
         if m.end() > m.start() and (value := m.group(group)) is not None:
-            found.append(value)
+            yield m.start(), value
         if not count % _CHECK_EVERY:
             deadline.check()
+
+
+def _extract_all(text: str, pattern: str) -> list[str]:
+    rx = _compiled(pattern)
+    deadline.check()
+    scans = _scans
+    if scans is not None and len(text) >= linelocal.MIN_TEXT and linelocal.line_local(pattern):
+        found = scans.extract(pattern, text, lambda t: _matches(rx, t))
+    else:
+        found = [value for _, value in _matches(rx, text)]
     deadline.check()
     return found
 

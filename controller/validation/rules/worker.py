@@ -28,6 +28,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from controller.validation.rules import natives
 from controller.validation.rules.compiled import RuleSet
 from controller.validation.rules.isolate import address_space
 from controller.validation.rules.wire import Frames, Unshipped, receive, write_frame
@@ -98,6 +99,7 @@ def main() -> None:
     os.close(null)
     requests = Frames(0)
     rulesets: dict[int, RuleSet] = {}
+    natives.remember_scans()  # successive proposals' texts differ in a few lines
     write_frame(answers, pickle.dumps(("ready", _cpu())))  # its start is no batch's CPU
     while True:
         frame = requests.take()
