@@ -102,13 +102,12 @@ def test_reused_matches_are_the_whole_scan(
     rx = _compiled(pattern)
     if rx is None or not line_local(pattern):
         return
-    scans = Scans()
-    base = "\n".join(lines)
-    for t in [base, *_edited(base, edits), base]:
-        assert scans.extract(pattern, t, lambda s: natives._matches(rx, s)) == _whole(rx, t), (
-            pattern,
-            t,
-        )
+    # As configured, and with shared blocks looked for in the middle at any size.
+    for scans in (Scans(), Scans(min_block=1)):
+        base = "\n".join(lines)
+        for t in [base, *_edited(base, edits), base]:
+            found = scans.extract(pattern, t, lambda s: natives._matches(rx, s))
+            assert found == _whole(rx, t), (pattern, t)
 
 
 @pytest.mark.parametrize(
@@ -148,6 +147,37 @@ def test_the_quickstart_patterns_are_reused() -> None:
         assert scans.extract(values, t, lambda s: natives._matches(rx, s)) == _whole(rx, t)
     assert scans.counts["whole"] == 1 and scans.counts["reused"] == 1
     assert scans.counts["rescanned"] < 100, "only the changed line and its neighbours"
+
+
+def test_changes_far_apart_rescan_little() -> None:
+    """The quickstart's maps are joined into one text: a new Ingress changes paths.map and
+    prefixes.map, far apart. The block between is found again, and only the changed lines'
+    neighbourhood is scanned. Shifting the block's matches wrongly, or taking a block that
+    differs, fails the comparison with the whole scan."""
+    values = r"(?m)^[^#\s]\S*[ \t]+([^\n]*\S)"
+    rx = _compiled(values)
+    assert rx is not None
+    paths = [f"host{i}.example/p be_{i}" for i in range(3000)]
+    prefixes = [f"host{i}.example/ be_{i}" for i in range(3000)]
+    scans = Scans()
+    for k in range(5):
+        new = f"host{1000 + 7 * k}x.example"
+        t = (
+            "\n".join(
+                [
+                    *paths[: 1000 + 7 * k],
+                    f"{new}/p be_new{k}",
+                    *paths[1000 + 7 * k :],
+                    *prefixes[: 2000 - 5 * k],
+                    f"{new}/ be_new{k}",
+                    *prefixes[2000 - 5 * k :],
+                ]
+            )
+            + "\n"
+        )
+        assert scans.extract(values, t, lambda s: natives._matches(rx, s)) == _whole(rx, t)
+    assert scans.counts["whole"] == 1 and scans.counts["reused"] == 4
+    assert scans.counts["rescanned"] < 4 * 4 * 4096, "the block between the changes is reused"
 
 
 def test_remembered_texts_stay_under_their_cap() -> None:

@@ -51,6 +51,16 @@ _KEEP = 2
 _MAX_CHARS = 8 << 20
 """Characters of remembered texts in all (one process); the oldest go first."""
 
+_MIN_BLOCK = 4096
+"""Characters a shared block found in the middle must span to be used."""
+
+_DEPTH = 4
+"""How many times the middle is split around a shared block."""
+
+_ATTEMPTS = 4
+_MIN_LINE = 8
+"""Lines tried as the anchor of a shared block, and the length an anchor line must have."""
+
 _FLAGS_OK = frozenset("imU")
 _ESCAPES = frozenset("SdwbBtrfv")
 """Escapes outside a class that can never match a newline nor read past a line."""
@@ -171,13 +181,21 @@ Finder = Callable[[str], Iterator[tuple[int, str]]]
 """A pattern's kept matches in a text: (start, value), in order."""
 
 
+Segment = tuple[int, int, int | None]
+"""``(lo, hi, shift)``: the new text's ``[lo, hi)``, whole lines that are the old text's
+``[lo + shift, hi + shift)`` (its matches are reused), or to scan when ``shift`` is None."""
+
+
 class Scans:
     """The last texts each line-local pattern was run on, with their matches."""
 
-    def __init__(self, max_chars: int = _MAX_CHARS) -> None:
+    def __init__(
+        self, max_chars: int = _MAX_CHARS, *, min_block: int = _MIN_BLOCK, depth: int = _DEPTH
+    ) -> None:
         self._by_pattern: OrderedDict[str, list[_Scan]] = OrderedDict()
         self._chars = 0
         self._max_chars = max_chars
+        self._min_block, self._depth = min_block, depth
         self._lock = threading.Lock()
         self.counts = {"whole": 0, "reused": 0, "rescanned": 0}
         """Texts scanned whole, texts answered from an earlier one, characters scanned then."""
@@ -186,32 +204,87 @@ class Scans:
         """The values ``find`` gives for ``text``; ``pattern`` must be line-local."""
         with self._lock:
             earlier = list(self._by_pattern.get(pattern, ()))
-        best: tuple[int, int, int, _Scan] | None = None
+        best: tuple[int, list[Segment], _Scan] | None = None
         for old in earlier:
-            region = _changed_lines(old.text, text)
-            if best is None or region[1] - region[0] < best[1] - best[0]:
-                best = (*region, old)
+            segments = self.segments(old.text, text)
+            scanned = sum(hi - lo for lo, hi, shift in segments if shift is None)
+            if best is None or scanned < best[0]:
+                best = (scanned, segments, old)
+        starts: list[int] = []
+        values: list[str] = []
         if best is None:
-            starts: list[int] = []
-            values: list[str] = []
             for start, value in find(text):
                 starts.append(start)
                 values.append(value)
             self.counts["whole"] += 1
         else:
-            a, b, delta, old = best
-            i = bisect.bisect_left(old.starts, a)
-            j = bisect.bisect_left(old.starts, b - delta)
-            starts, values = old.starts[:i], old.values[:i]
-            for start, value in find(text[a:b]):
-                starts.append(a + start)
-                values.append(value)
-            starts += [s + delta for s in old.starts[j:]]
-            values += old.values[j:]
+            scanned, segments, old = best
+            for lo, hi, shift in segments:
+                if shift is None:
+                    for start, value in find(text[lo:hi]):
+                        starts.append(lo + start)
+                        values.append(value)
+                    continue
+                i = bisect.bisect_left(old.starts, lo + shift)
+                j = bisect.bisect_left(old.starts, hi + shift)
+                starts += [s - shift for s in old.starts[i:j]] if shift else old.starts[i:j]
+                values += old.values[i:j]
             self.counts["reused"] += 1
-            self.counts["rescanned"] += b - a
+            self.counts["rescanned"] += scanned
         self._remember(pattern, _Scan(text, starts, values))
         return list(values)
+
+    def segments(self, old: str, new: str) -> list[Segment]:
+        """``new`` cut into whole lines shared with ``old`` and lines to scan: the common
+        start and end, then between them blocks found again around a line of the middle
+        (a change to the maps and to ``haproxy.cfg`` leaves one block between them)."""
+        p = common_prefix(old, new)
+        s = common_suffix(old, new, min(len(old), len(new)) - p)
+        a = new.rfind("\n", 0, p) + 1  # the newline at a - 1 is in the common prefix
+        nl = new.find("\n", len(new) - s)  # in the common suffix
+        b = max(a, nl + 1 if nl >= 0 else len(new))
+        shift = len(old) - len(new)
+        out: list[Segment] = [(0, a, 0)] if a else []
+        out += self._middle(old, new, a, b, a, b + shift, self._depth)
+        if b < len(new):
+            out.append((b, len(new), shift))
+        return out
+
+    def _middle(
+        self, old: str, new: str, lo: int, hi: int, old_lo: int, old_hi: int, depth: int
+    ) -> list[Segment]:
+        """``new[lo:hi]`` against ``old[old_lo:old_hi]``, both whole lines."""
+        if depth <= 0 or hi - lo < 2 * self._min_block or old_hi - old_lo < self._min_block:
+            return [(lo, hi, None)] if hi > lo else []
+        at = new.find("\n", (lo + hi) // 2, hi) + 1  # a line start in the middle
+        for _ in range(_ATTEMPTS):  # a line long enough to be rare, found at a line start
+            end = new.find("\n", at, hi) + 1 if at else 0
+            if not at or not end:
+                return [(lo, hi, None)]
+            line = new[at:end]
+            pos = old.find(line, old_lo, old_hi) if len(line) >= _MIN_LINE else -1
+            while pos > old_lo and old[pos - 1] != "\n":
+                pos = old.find(line, pos + 1, old_hi)
+            if pos >= 0:
+                break
+            at = end
+        else:
+            return [(lo, hi, None)]
+        ahead = common_prefix(new[at:hi], old[pos:old_hi])
+        behind = common_suffix(new[lo:at], old[old_lo:pos], min(at - lo, pos - old_lo))
+        if ahead + behind < self._min_block:
+            return [(lo, hi, None)]
+        # Whole lines of the shared block, each newline before them inside the block (so in
+        # both texts); ``at`` itself follows a newline in both.
+        c0 = new.find("\n", at - behind, at) + 1 if behind else at
+        c0 = c0 or at
+        c1 = new.rfind("\n", at, at + ahead) + 1
+        shift = pos - at
+        return [
+            *self._middle(old, new, lo, c0, old_lo, c0 + shift, depth - 1),
+            (c0, c1, shift),
+            *self._middle(old, new, c1, hi, c1 + shift, old_hi, depth - 1),
+        ]
 
     def _remember(self, pattern: str, scan: _Scan) -> None:
         if len(scan.text) > self._max_chars // _KEEP:
@@ -224,16 +297,3 @@ class Scans:
             while self._chars > self._max_chars and self._by_pattern:
                 _, dropped = self._by_pattern.popitem(last=False)
                 self._chars -= sum(len(s.text) for s in dropped)
-
-
-def _changed_lines(old: str, new: str) -> tuple[int, int, int]:
-    """``(a, b, delta)``: ``new[a:b]`` are whole lines, everything before ``a`` is the same in
-    ``old``, and everything from ``b`` on is ``old``'s from ``b - delta``, each part
-    preceded by a newline (or the text's start) in both."""
-    p = common_prefix(old, new)
-    s = common_suffix(old, new, min(len(old), len(new)) - p)
-    a = new.rfind("\n", 0, p) + 1  # the newline at a - 1 is in the common prefix
-    q = len(new) - s
-    nl = new.find("\n", q)  # at or after q: in the common suffix
-    b = nl + 1 if nl >= 0 else len(new)
-    return a, max(a, b), len(new) - len(old)
