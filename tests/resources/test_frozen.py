@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from collections.abc import Mapping, Sequence
+import random
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -118,12 +119,101 @@ def test_jinja_sandbox_reads_but_cannot_mutate() -> None:
         env.from_string("{{ o.__class__ }}{{ o.__setitem__('a', 1) }}").render(o=frozen)
 
 
-def test_equal_small_leaves_are_one_object() -> None:
-    a = freeze({"spec": {"ports": [{"name": "http", "port": 80}], "ipFamilies": ["IPv4"]}})
-    b = freeze({"spec": {"ports": [{"name": "http", "port": 80}], "ipFamilies": ["IPv4"]}})
-    assert a == b and a is not b and a["spec"] is not b["spec"]  # only leaves are shared
+def test_equal_small_values_are_one_object_but_objects_are_not() -> None:
+    a = freeze({"metadata": {"name": "a"}, "spec": {"ports": [{"name": "http", "port": 80}]}})
+    b = freeze({"metadata": {"name": "a"}, "spec": {"ports": [{"name": "http", "port": 80}]}})
+    assert a == b and a is not b  # an object is told apart by identity (store, render caches)
     assert a["spec"]["ports"][0] is b["spec"]["ports"][0]
-    assert a["spec"]["ipFamilies"] is b["spec"]["ipFamilies"]
+    assert a["spec"]["ports"] is b["spec"]["ports"] and a["spec"] is b["spec"]
+    assert a["metadata"] is b["metadata"]
+    template = {"template": {"metadata": {"labels": {"app": "x"}}, "spec": {}}}
+    assert freeze(template)["template"] is not freeze(template)["template"]
+
+
+def test_an_ingress_shares_its_repeated_backend() -> None:
+    """Nested values are shared once their parts are: the second backend of the same
+    service is the first one, whether the input repeats it or aliases it (a YAML anchor)."""
+    backend = {"service": {"name": "web", "port": {"number": 80}}}
+    spec = {"rules": [{"http": {"paths": [
+        {"path": "/", "pathType": "Prefix", "backend": backend},
+        {"path": "/api", "pathType": "Prefix", "backend": json.loads(json.dumps(backend))},
+    ]}}]}  # fmt: skip
+    paths = freeze({"metadata": {"name": "i"}, "spec": spec})["spec"]["rules"][0]["http"]["paths"]
+    assert paths[0]["backend"] is paths[1]["backend"]
+    assert paths[0] is not paths[1] and paths[0]["backend"] == backend
+
+
+HOSTILE: list[Any] = [
+    "a\nb", "#", "${x}", "\x00", "\u2028", "x" * 100, "", "1", "True", "None", "0.0",
+    1, 0, -1, 2**70, True, False, None, 0.0, -0.0, 1.5, float("inf"),
+]  # fmt: skip
+
+
+def _values(seed: int) -> Iterator[Any]:
+    """Small nested values mixing every kind of part, each repeated in several shapes."""
+    rnd = random.Random(seed)
+    for _ in range(3000):
+        depth = rnd.randint(0, 3)
+        value: Any = rnd.choice(HOSTILE)
+        for _ in range(depth):
+            parts = [value] + [rnd.choice(HOSTILE) for _ in range(rnd.randint(0, 3))]
+            rnd.shuffle(parts)
+            if rnd.random() < 0.5:
+                value = parts
+            else:
+                value = {rnd.choice(["a", "b", "c\n", ""]) + str(i): p for i, p in enumerate(parts)}
+        yield value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal with the same types all the way down (``True == 1``, ``-0.0 == 0.0``)."""
+    if isinstance(a, Mapping):
+        return isinstance(b, Mapping) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return repr(a) == repr(b)
+    return type(a) is type(b) and a == b
+
+
+def test_sharing_never_changes_a_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hostile strings, booleans next to integers, -0.0, nesting: each frozen value reads as
+    its input, although most of them are shared and the table turns over many times while
+    earlier values are dropped (their identities reused)."""
+    from controller.resources import frozen
+
+    monkeypatch.setattr(frozen, "_SHARED_MAX", 64)
+    kept = []
+    for i, value in enumerate(_values(7)):
+        got = freeze(value)
+        assert _same(got, value), (value, got)
+        assert _same(thaw(got), value)
+        if i % 10 == 0:
+            kept.append((value, got))  # the rest is dropped at once
+    assert all(_same(got, value) for value, got in kept)
+    shared = freeze([{"a": [True]}, {"a": [1]}, {"a": ["x"]}, {"a": [{"b": None}]}] * 2)
+    assert shared[0] is shared[4] and shared[0] is not shared[1]
+    assert [type(s["a"][0]) for s in shared[:4]] == [bool, int, str, FrozenDict]
+    # Keys list a mapping's keys before its values: sizes and orders must still tell apart.
+    lookalikes: list[Any] = [
+        {"a": "b", "c": "d"}, {"a": "c", "b": "d"}, {"c": "a", "d": "b"}, {"a": "b"},
+        ["a", "b", "c", "d"], ["a", "b"], {"a": "b", "c": 1}, {"a": "b", "c": "1"},
+        {"a": "b", "c": "d", "e": "f"}, {"a": "b", "c": {"d": "e"}}, {"a": "b", "c": ["d"]},
+    ]  # fmt: skip
+    for _ in range(2):
+        for value in lookalikes:
+            assert _same(freeze(value), value), value
+
+
+def test_a_shared_value_is_read_only_everywhere_it_appears() -> None:
+    a = freeze({"metadata": {"name": "a"}, "spec": {"tls": [{"hosts": ["x"]}]}})
+    b = freeze({"metadata": {"name": "b"}, "spec": {"tls": [{"hosts": ["x"]}]}})
+    assert a["spec"] is b["spec"]
+    with pytest.raises(TypeError):
+        a["spec"]["tls"][0]["hosts"] = ("y",)
+    with pytest.raises(TypeError):
+        a["spec"]["extra"] = 1
+    assert thaw(b) == {"metadata": {"name": "b"}, "spec": {"tls": [{"hosts": ["x"]}]}}
 
 
 def test_sharing_keeps_types_apart() -> None:
@@ -135,11 +225,16 @@ def test_sharing_keeps_types_apart() -> None:
     assert freeze({"x": None}) is not freeze({"x": "None"})
 
 
-def test_the_table_of_shared_leaves_is_bounded() -> None:
+def test_the_table_of_shared_values_is_bounded_and_keeps_what_repeats() -> None:
     from controller.resources import frozen
 
-    for i in range(frozen._SHARED_MAX + 10):
+    frozen.forget_shared()
+    first = freeze({"x": {"port": 80}})["x"]
+    for i in range(3 * frozen._SHARED_MAX):
         freeze({"name": f"n{i}"})
-    assert len(frozen._shared) <= frozen._SHARED_MAX
+        if i % 1000 == 0:
+            assert freeze({"x": {"port": 80}})["x"] is first  # found again, kept shared
+        assert len(frozen._shared) <= frozen._SHARED_MAX
+        assert len(frozen._older) <= frozen._SHARED_MAX
     big = {f"k{i}": "v" for i in range(frozen._LEAF_MAX + 1)}
     assert freeze(big) is not freeze(big)  # larger mappings are not looked up
