@@ -50,21 +50,50 @@ _pending: tuple[LogFormat, str, TextIO | None] | None = None
 def _structlog() -> Any:
     """structlog, imported now, with any configuration that waited for it applied."""
     global _pending
-    import structlog
-
     if _pending is not None:
         fmt, level, stream = _pending
         _pending = None
+        if "structlog" not in sys.modules and _resolve(fmt, stream) == "json":
+            _import_without(_CONSOLE_ONLY)
         _apply(fmt, level, stream)
+    import structlog
+
     return structlog
+
+
+_CONSOLE_ONLY = ("rich", "colorama", "better_exceptions")
+"""What structlog imports, if installed, only for its console renderer: rich (and with it
+pygments, some 5 MB resident in a long-running ``htc local``/``htc run``) formats its
+tracebacks, colorama its colours on Windows. JSON lines use none of them."""
+
+
+def _import_without(absent: tuple[str, ...]) -> None:
+    """Import structlog as if ``absent`` were not installed (a ``None`` entry in
+    ``sys.modules`` makes an import raise ImportError, which structlog expects of optional
+    packages); they stay importable for anyone who asks later."""
+    hidden = [name for name in absent if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        import structlog  # noqa: F401
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
+
+
+def _resolve(fmt: LogFormat, stream: TextIO | None) -> LogFormat:
+    """``auto`` made definite: the console renderer on a terminal, JSON lines otherwise."""
+    if fmt != "auto":
+        return fmt
+    return "console" if _isatty(stream if stream is not None else sys.stderr) else "json"
 
 
 def _apply(fmt: LogFormat, level: str, stream: TextIO | None) -> None:
     import structlog
 
     out = stream if stream is not None else sys.stderr
-    if fmt == "auto":
-        fmt = "console" if _isatty(out) else "json"
+    fmt = _resolve(fmt, out)
     renderer: Any
     # JSON escapes control characters itself; the console renderer prints strings as they are.
     escape: list[Any] = []

@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import structlog
@@ -48,6 +51,48 @@ def test_console_on_a_terminal_and_level_filter() -> None:
     text = out.getvalue()
     assert "hidden" not in text and "shown" in text and "trigger" in text
     assert not text.lstrip().startswith("{")
+
+
+def _fresh(code: str) -> dict[str, object]:
+    """Runs ``code`` in a fresh interpreter (what a process imports is only visible there) and
+    returns the JSON object it prints last."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+_RECORD_AN_ERROR = """
+import io, json, sys
+from controller.observability.logging import configure, get_logger
+class Tty(io.StringIO):
+    def isatty(self): return True
+out = Tty() if sys.argv[1:] == ["tty"] else io.StringIO()
+configure(level="info", stream=out)
+try:
+    1 / 0
+except ZeroDivisionError:
+    get_logger("t").exception("failed", n=1)
+loaded = sorted(m for m in ("rich", "pygments", "colorama") if m in sys.modules)
+import rich.console  # still importable by anyone who asks
+print(json.dumps({"loaded": loaded, "text": out.getvalue()}))
+"""
+
+
+def test_json_lines_do_not_import_the_console_renderers_libraries() -> None:
+    """structlog imports rich (and pygments) for its console tracebacks whenever it can; a
+    process writing JSON lines imports neither and records exceptions all the same."""
+    got = _fresh(_RECORD_AN_ERROR)
+    assert got["loaded"] == []
+    record = json.loads(str(got["text"]))
+    assert record["event"] == "failed" and "ZeroDivisionError" in record["exception"]
+
+
+def test_a_terminal_gets_the_console_renderer_with_its_libraries() -> None:
+    got = _fresh(_RECORD_AN_ERROR.replace('sys.argv[1:] == ["tty"]', "True"))
+    assert {"pygments", "rich"} <= set(cast(list[str], got["loaded"]))
+    assert "ZeroDivisionError" in str(got["text"]) and not str(got["text"]).startswith("{")
 
 
 def test_object_ref() -> None:
