@@ -66,7 +66,7 @@ def _key(value: Mapping[str, Any] | tuple[Any, ...]) -> tuple[Any, ...] | None:
     if len(value) > _LEAF_MAX:
         return None
     parts: list[Any]
-    if type(value) is tuple:
+    if isinstance(value, tuple):
         parts = [tuple]
         items: Any = value
     else:
