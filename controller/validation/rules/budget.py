@@ -85,6 +85,10 @@ class RunBudget:
     limit: float = DEFAULT_TIME_BUDGET
     used: float = 0.0
     exhausted: BudgetExhaustion | None = None
+    starved: float | None = None
+    """Set when a worker was killed by the wall-time backstop, not its CPU timer: the
+    seconds of wall time it had. The budget record is the same either way (``used`` is the
+    CPU the run had); only the message says that the machine starved the evaluation."""
 
     @property
     def remaining(self) -> float:
@@ -153,9 +157,10 @@ def execute(
             budget.used += spent
             return result
         result = _isolated(fn, job, budget.remaining, cancel, usage)
-    except WorkerDeadline:
+    except WorkerDeadline as exc:
         budget.used += usage.cpu
         budget.exhausted = _time(budget)
+        budget.starved = exc.wall
         return None
     except WorkerFailed as exc:
         budget.used += usage.cpu

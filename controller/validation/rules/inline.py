@@ -86,8 +86,22 @@ def _ref(obj: Mapping[str, Any]) -> ObjectRef | None:
         return None
 
 
-def budget_diagnostic(where: str, exhausted: BudgetExhaustion) -> Diagnostic:
+def budget_diagnostic(
+    where: str, exhausted: BudgetExhaustion, *, starved: float | None = None
+) -> Diagnostic:
+    """``starved``: the seconds of wall time after which the wall-time backstop killed the
+    worker (``RunBudget.starved``). Then the CPU used is below the limit, and saying "ran out
+    of the budget" alone would read as a contradiction."""
     used = f", used {exhausted.used:g}" if exhausted.used is not None else ""
+    if starved is not None:
+        return make(
+            "E0002",
+            Phase.RULES,
+            f"{where} were stopped after {starved:g} s of wall time, having had "
+            f"{exhausted.used or 0:g} s of CPU of the {exhausted.budget} budget "
+            f"(limit {exhausted.limit:g}): the machine's other work starved the evaluation; "
+            "not proven valid",
+        )
     return make(
         "E0002",
         Phase.RULES,
@@ -327,7 +341,9 @@ class InlineRules:
         )
         if batch is None:
             assert self.budget.exhausted is not None
-            diag = budget_diagnostic(f"inline rules of {name}", self.budget.exhausted)
+            diag = budget_diagnostic(
+                f"inline rules of {name}", self.budget.exhausted, starved=self.budget.starved
+            )
             return [diag.model_copy(update={"location": location})]
         self._count(batch)
         if batch.exhausted is not None and self.budget.exhausted is None:
@@ -509,7 +525,11 @@ def check_objects(
         if result is None:
             assert budget.exhausted is not None
             total.diagnostics.append(
-                budget_diagnostic(f"inline rules of collection {name}", budget.exhausted)
+                budget_diagnostic(
+                    f"inline rules of collection {name}",
+                    budget.exhausted,
+                    starved=budget.starved,
+                )
             )
             total.exhausted = total.exhausted or budget.exhausted
             break

@@ -34,6 +34,7 @@ __all__ = [
     "WorkerDeadline",
     "WorkerFailed",
     "address_space",
+    "backstop",
     "run_isolated",
 ]
 
@@ -62,11 +63,20 @@ class Usage:
 
 
 class WorkerDeadline(Exception):
-    """The child did not finish in time and was killed."""
+    """The child did not finish in time and was killed.
 
-    def __init__(self, limit: float, used: float) -> None:
+    ``wall`` is set when the wall-time backstop stopped it (seconds since the batch was
+    handed over) rather than its CPU timer: then ``used`` may be far below ``limit``, and a
+    report must say the evaluation was starved, not that it used its budget."""
+
+    def __init__(self, limit: float, used: float, *, wall: float | None = None) -> None:
         super().__init__(f"evaluation did not finish within {limit:g}s")
-        self.limit, self.used = limit, used
+        self.limit, self.used, self.wall = limit, used, wall
+
+
+def backstop(timeout: float) -> float:
+    """Seconds of wall time after which a batch with ``timeout`` CPU seconds is killed."""
+    return max(timeout, 0.0) * WALL_FACTOR + WALL_GRACE
 
 
 class WorkerCancelled(Exception):
@@ -182,14 +192,14 @@ def run_isolated(
     os.close(w)
     buf = bytearray()
     try:
-        deadline = started + max(timeout, 0.0) * WALL_FACTOR + WALL_GRACE
+        deadline = started + backstop(timeout)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 cpu = _kill(pid)
                 if usage is not None:
                     usage.cpu = cpu
-                raise WorkerDeadline(timeout, cpu)
+                raise WorkerDeadline(timeout, cpu, wall=backstop(timeout))
             watched: list[int] = [r] if cancel is None else [r, cancel.fileno()]
             ready, _, _ = select.select(watched, [], [], remaining)
             if cancel is not None and cancel.fileno() in ready:

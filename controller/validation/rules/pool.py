@@ -63,13 +63,12 @@ from typing import TypeVar
 from controller.validation.rules.compiled import RuleSet
 from controller.validation.rules.isolate import (
     MEMORY_HEADROOM,
-    WALL_FACTOR,
-    WALL_GRACE,
     CancelSignal,
     Usage,
     WorkerCancelled,
     WorkerDeadline,
     WorkerFailed,
+    backstop,
 )
 from controller.validation.rules.wire import (
     MAX_RULESETS,
@@ -355,7 +354,7 @@ def run_in_worker(
         _POOL.counts["fallbacks"] += 1
         _POOL.retire(w)
         raise Unavailable("the worker is gone") from None
-    deadline = started + max(timeout, 0.0) * WALL_FACTOR + WALL_GRACE
+    deadline = started + backstop(timeout)
     try:
         frame = _answer(w, timeout, deadline, cancel, usage)
     except (WorkerDeadline, WorkerCancelled, WorkerFailed):
@@ -399,7 +398,7 @@ def _answer(
         stop: Exception | None = None
         if remaining <= 0:
             cpu = w.kill()
-            stop = WorkerDeadline(timeout, cpu)
+            stop = WorkerDeadline(timeout, cpu, wall=backstop(timeout))
         else:
             watched = [w.frames.fd] if cancel is None else [w.frames.fd, cancel.fileno()]
             ready, _, _ = select.select(watched, [], [], remaining)

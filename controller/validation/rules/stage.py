@@ -520,7 +520,9 @@ class RulesStage(Stage):
             result = await self._in_worker(work, job, budget)
         if result is None:
             assert budget.exhausted is not None
-            diagnostics.append(budget_diagnostic("deferred rules", budget.exhausted))
+            diagnostics.append(
+                budget_diagnostic("deferred rules", budget.exhausted, starved=budget.starved)
+            )
             return StageOutcome(diagnostics, budget=budget.exhausted)
         diagnostics.extend(result.diagnostics)
         self._remember(inputs, result.fresh)
