@@ -9,6 +9,7 @@ import pytest
 from controller.diagnostics import Phase
 from controller.render import FileEntry, FileKind
 from controller.validation.haproxy import HaproxyBinary, HaproxyStage
+from controller.validation.redact import REDACTED
 from controller.validation.sandbox import Limits, SandboxPolicy
 from controller.validation.stage import StageContext
 from tests.validation.haproxy.haproxy_kit import VALID, check, errors, ids, large_config, render
@@ -194,3 +195,32 @@ async def test_parse_resolv_conf_passes_without_the_hosts_resolver(haproxy_bin: 
         pytest.skip("the stub lives in the private mount root (needs namespaces)")
     out = await check(haproxy_bin, render(RESOLVERS), timeout=5)
     assert out.budget is None and errors(out) == [], [d.message for d in out.diagnostics]
+
+
+async def test_a_clean_check_builds_no_redactor_and_a_noisy_one_still_redacts(
+    haproxy_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building a Redactor decodes every file and scans the configuration for credentials,
+    on the verdict's critical path after ``haproxy -c`` exits: it is built only when the
+    check printed something to report, and then it redacts as before."""
+    from controller.validation.haproxy import stage as stage_module
+
+    built: list[object] = []
+    real = stage_module.Redactor
+
+    def counting(*args: object) -> object:
+        built.append(args)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stage_module, "Redactor", counting)
+    clean = await check(haproxy_bin, render(VALID))
+    assert errors(clean) == [] and built == []
+    secret = "stats auth admin:hunter22\n"
+    noisy = await check(
+        haproxy_bin,
+        render(VALID.replace("frontend fe\n", "frontend fe\n    " + secret) + "    hunter22 x\n"),
+    )
+    assert "E4001" in ids(noisy) and len(built) == 1
+    assert any(REDACTED in d.message for d in noisy.diagnostics)  # HAProxy quoted the line
+    dumped = "".join(d.model_dump_json() for d in noisy.diagnostics)
+    assert "htc-sandbox" not in dumped and "hunter22" not in dumped
