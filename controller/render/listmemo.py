@@ -348,8 +348,7 @@ def per_item(
         if entry is None:
             results = [each(x) for x in items]
         else:
-            get = dict(zip(map(id, entry.items), entry.state, strict=True)).get
-            results = [get(i, _NONE) for i in map(id, items)]
+            results = _carried(entry.items, entry.state, items)
             for i in compress(count(), map(is_, results, repeat(_NONE))):
                 results[i] = each(items[i])
     memos.store(key, args, items, results, match)
@@ -358,6 +357,17 @@ def per_item(
 
 _NONE: Any = object()
 """No result yet (a result may be None itself)."""
+
+
+def _carried(was: list[Any], values: list[Any], items: list[Any]) -> list[Any]:
+    """``values`` (one per item of ``was``) carried over to ``items`` by identity, _NONE for
+    an item ``was`` did not hold. Only the run between the common head and tail is looked up:
+    an item sorted to another place shifts just the items between its two places."""
+    head, tail = _common(was, items)
+    end = len(was) - tail
+    get = dict(zip(map(id, was[head:end]), values[head:end], strict=True)).get
+    middle = [get(i, _NONE) for i in map(id, items[head : len(items) - tail])]
+    return values[:head] + middle + values[end:]
 
 
 class _Sorted:
@@ -437,7 +447,13 @@ def unique_by(
     the earlier first item (if it stayed) loses its mark and the first one now gets it."""
     match = memos.find(key, args, items)
     if match is None:
-        keys = [key_of(x) for x in items]
+        latest = memos.latest(key, args)
+        if latest is None:
+            keys = [key_of(x) for x in items]
+        else:  # the items moved (sorted again after one changed): their keys did not
+            keys = _carried(latest.items, latest.state.keys, items)
+            for i in compress(count(), map(is_, keys, repeat(_NONE))):
+                keys[i] = key_of(items[i])
         seen: set[Any] = set()
         firsts: list[bool] = []
         for k in keys:

@@ -149,7 +149,7 @@ def test_a_changed_item_is_all_that_is_computed_again() -> None:
     ys[50] = {"k": 3}
     again = listmemo.sorted_by(memos, "site", None, ys, key_of)
     assert again == sorted(ys, key=lambda x: x["k"])
-    assert [a is b for a, b in zip(again, sorted(ys, key=lambda x: x["k"]), strict=True)]
+    assert all(a is b for a, b in zip(again, sorted(ys, key=lambda x: x["k"]), strict=True))
     assert asked == [xs[50], ys[50]]  # the one that left and the one that came
 
 
@@ -179,3 +179,30 @@ def test_moved_items_are_found_by_identity() -> None:
     ys = [*xs[1:60], xs[0], *xs[60:]]
     assert listmemo.per_item(memos, "site", None, ys, each) == [y["k"] * 2 for y in ys]
     assert calls == []
+
+
+def test_unique_of_moved_items_asks_only_the_new_ones_for_their_key() -> None:
+    """unique after a sort, one item changed its key and sorted to far away (no earlier call
+    differs from this input in few places): the others' keys are found by identity, the new
+    item's is asked for, and the result is the plain one."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i // 2, "n": i} for i in range(100)]
+    asked: list[Any] = []
+
+    def key_of(x: Any) -> Any:
+        asked.append(x)
+        return x["k"]
+
+    def plain(ys: list[Any]) -> list[Any]:
+        seen: set[Any] = set()
+        return [y for y in ys if not (y["k"] in seen or seen.add(y["k"]))]
+
+    assert listmemo.unique_by(memos, "site", None, xs, key_of) == plain(xs)
+    asked.clear()
+    new = {"k": 3, "n": -1}
+    ys = [*xs[1:6], new, *xs[6:]]  # xs[0] left the head, `new` sorted in near key 3
+    ys = [*ys[:80], *ys[81:], ys[80]]  # and another moved from the middle to the end
+    got = listmemo.unique_by(memos, "site", None, ys, key_of)
+    assert got == plain(ys)
+    assert all(a is b for a, b in zip(got, plain(ys), strict=True))
+    assert asked == [new]
