@@ -446,7 +446,28 @@ async def _run(
                 _kill_all(child.pid, uid)
             child.reap()
             child.close()
-        if base:
-            shutil.rmtree(base, ignore_errors=True)
-        if uid is not None:
-            uids.give(uid)
+        if finished:
+            _clean_later(base, uid)
+        else:
+            _clean(base, uid)
+
+
+def _clean(base: str, uid: int | None) -> None:
+    """Remove the run's directory, then free its uid (never before: a later run with the
+    same uid could read what is left)."""
+    if base:
+        shutil.rmtree(base, ignore_errors=True)
+    if uid is not None:
+        uids.give(uid)
+
+
+def _clean_later(base: str, uid: int | None) -> None:
+    """:func:`_clean` in the event loop's default executor, once the program and whatever
+    it started are dead (``_kill_all`` ran): the verdict does not wait for the directory's
+    removal (1 ms of CPU but 5-17 ms of wall time for the 3 MB of a 10,000-Ingress candidate
+    on a busy disk). ``asyncio.run`` waits for the executor before it returns, so a command
+    leaves no directory behind; a loop that cannot take the job any more gets it done here."""
+    try:
+        asyncio.get_running_loop().run_in_executor(None, _clean, base, uid)
+    except RuntimeError:
+        _clean(base, uid)
