@@ -10,7 +10,9 @@ loopback addresses: nothing is contacted). Then:
 * **latency** — ``--samples`` single changes to one Ingress written straight to the store,
   each after the loop has been quiet for ``minInterval`` (so the leading edge applies); the
   time from the ``store.apply`` call to the moment the target has HAProxy's confirmation of
-  the reload. Reported as p50/p99.
+  the reload. Reported as p50/p99, and ``cpuMs``: the median CPU time this process spent
+  over a sample (render, judgement, deploy; not the ``haproxy`` processes), which a loaded
+  machine changes far less than the wall time.
 * **burst** — 1,000 changes spread evenly over one second from another thread (as an
   adapter would deliver them); the number of renders the trigger made for them and the time
   from the first change until the final state is deployed and confirmed.
@@ -18,7 +20,9 @@ loopback addresses: nothing is contacted). Then:
 * **memory** — the process's resident set once the first deploy is confirmed
   (``startRssMb``) and after the latency samples (``rssMb``: this process is the ``htc local``
   stack, holding N Ingresses, N Services and N EndpointSlices, the engine and its caches),
-  and its peak (``maxRssMb``). Where it goes: docs/local.md, "Memory".
+  again once the loop has been idle for ``minInterval`` after them (``idleRssMb``: what it
+  holds between changes, less dependent on when a heap trim ran), and its peak
+  (``maxRssMb``). Where it goes: docs/local.md, "Memory".
 
 Prints ``p50Ms, p99Ms, burstRenders, burstConvergeMs, rssMb, haproxyVersion`` (and some
 context) as one JSON object with ``--json``, or as a short table.
@@ -197,19 +201,22 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
             table = await app.supervisor.cli.show_proc()
 
             latencies: list[float] = []
+            cpu: list[float] = []
             first_sample = len(confirmed.parts)
             for k in range(samples):
                 await asyncio.sleep(settings.min_interval + 0.05)
                 before = len(confirmed.times)
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 app.store.apply("ingresses", ingress(k % n, marker=f"s{k}"))
                 await confirmed.next(before)
                 latencies.append((time.perf_counter() - start) * 1000)
+                cpu.append((time.process_time() - start_cpu) * 1000)
 
             parts = confirmed.parts[first_sample:]
             rss_mb = _rss_mb()
             await asyncio.sleep(settings.min_interval + 0.05)
             await app.trigger.wait_idle()
+            idle_rss_mb = _rss_mb()
             runs_before = app.trigger.runs
             done = threading.Event()
             started = time.perf_counter()
@@ -238,6 +245,7 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
                 "samples": samples,
                 "p50Ms": round(statistics.median(latencies), 1),
                 "p99Ms": round(percentile(latencies, 0.99), 1),
+                "cpuMs": round(statistics.median(cpu), 1),
                 "renderMs": round(statistics.median(p[0] for p in parts), 1),
                 "validateMs": round(statistics.median(p[1] for p in parts), 1),
                 "deployMs": round(statistics.median(p[2] for p in parts), 1),
@@ -248,6 +256,7 @@ async def measure(n: int, haproxy: str | None, samples: int) -> dict[str, Any]:
                 "startupMs": round(startup_ms, 1),
                 "startRssMb": start_rss_mb,
                 "rssMb": rss_mb,
+                "idleRssMb": idle_rss_mb,
                 "maxRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "debounceMs": round(settings.debounce * 1000),
                 "minIntervalMs": round(settings.min_interval * 1000),

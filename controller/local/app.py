@@ -61,6 +61,7 @@ from controller.triggers import (
     with_listen,
 )
 from controller.validation import Origin, config_origin, spec_locator
+from controller.validation.heap import fix_mmap_threshold
 
 __all__ = ["LocalApp", "LocalOptions"]
 
@@ -163,6 +164,7 @@ class LocalApp:
 
     async def start(self) -> None:
         """Load the directory, deploy the first validated config, then follow the directory."""
+        fix_mmap_threshold()  # rendered configurations are megabytes (see there)
         if self.server is not None:
             await self.server.start()
         self.work_dir.mkdir(parents=True, exist_ok=True)
