@@ -15,6 +15,8 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import compress
+from operator import is_not
 from typing import Any, overload
 
 from controller.diagnostics import Phase
@@ -63,6 +65,9 @@ def _collection_names(ruleset: RuleSet) -> list[str]:
             names.update(ruleset.collections if n == ANY else (n,))
     return sorted(names)
 
+
+_FEW_CHANGED = 8
+"""At most one place in this many differing from the last list: patch the last keys."""
 
 _MAX_DIGESTS = 16
 """Output digests remembered by identity (strong references, so an id is not reused while
@@ -225,6 +230,7 @@ class RulesStage(Stage):
         self._objects_memo: tuple[RenderResult, dict[str, _Keyed]] | None = None
         self._by_token: dict[str, tuple[object | None, _Keyed]] = {}
         self._keys: dict[str, dict[int, tuple[Any, bytes | None]]] = {}
+        self._last_keys: dict[str, tuple[list[Any], list[bytes | None]]] = {}
         self._known = Known()
         self._recent_outputs: OrderedDict[tuple[str, Any], Judgement] = OrderedDict()
         self._digests: dict[int, tuple[bytes, str]] = {}
@@ -339,7 +345,18 @@ class RulesStage(Stage):
         return keyed
 
     def _content_keys(self, name: str, objs: list[Any]) -> list[bytes | None]:
-        """Each object's content digest, found by identity while the store holds it."""
+        """Each object's content digest, found by identity while the store holds it.
+
+        A snapshot after one change lists the same objects in the same places but one:
+        compared by identity with the last list (in C), only the places that differ are
+        looked up. That was 7-10 ms per candidate at 10,000 Ingresses, before ``haproxy -c``
+        may start (the verdict cache's key needs it)."""
+        last = self._last_keys.get(name)
+        if last is not None and len(last[0]) == len(objs):
+            prev, prev_keys = last
+            changed = list(compress(range(len(objs)), map(is_not, objs, prev)))
+            if len(changed) * _FEW_CHANGED <= len(objs):
+                return self._patched_keys(name, objs, prev, prev_keys, changed)
         seen = self._keys.get(name, {})
         now: dict[int, tuple[Any, bytes | None]] = {}
         out: list[bytes | None] = []
@@ -349,7 +366,33 @@ class RulesStage(Stage):
             now[id(o)] = (o, key)
             out.append(key)
         self._keys[name] = now
+        self._last_keys[name] = (objs, out)
         return out
+
+    def _patched_keys(
+        self,
+        name: str,
+        objs: list[Any],
+        prev: list[Any],
+        prev_keys: list[bytes | None],
+        changed: list[int],
+    ) -> list[bytes | None]:
+        """The last keys with the ``changed`` places looked up again; the identity table
+        drops the objects that left those places and takes the ones that came."""
+        seen = self._keys.setdefault(name, {})
+        keys = list(prev_keys)
+        for i in changed:
+            gone = seen.get(id(prev[i]))
+            if gone is not None and gone[0] is prev[i]:
+                del seen[id(prev[i])]
+        for i in changed:
+            o = objs[i]
+            hit = seen.get(id(o))
+            key = hit[1] if hit is not None and hit[0] is o else content_key(o)
+            seen[id(o)] = (o, key)
+            keys[i] = key
+        self._last_keys[name] = (objs, keys)
+        return keys
 
     def _memo_keys(
         self,
