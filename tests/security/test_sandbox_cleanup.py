@@ -9,6 +9,7 @@ so a command still leaves nothing behind. A cancelled or failed run still cleans
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 import threading
 import time
@@ -18,7 +19,6 @@ import pytest
 
 from controller.render import FileEntry, FileKind, FileSet
 from controller.validation.sandbox import SandboxPolicy, isolation_for, run_sandboxed
-from controller.validation.sandbox import run as run_module
 from controller.validation.sandbox.uids import uids
 
 TOOLS = SandboxPolicy(exec_system=True)
@@ -41,13 +41,13 @@ async def test_the_verdict_does_not_wait_for_the_removal(
     isolation_for(TOOLS)  # the probe's own trial runs first, unwatched
     returned = threading.Event()
     seen: list[bool] = []
-    real = run_module.shutil.rmtree
+    real = shutil.rmtree
 
     def slow_rmtree(path: str, ignore_errors: bool = False) -> None:
         seen.append(returned.wait(10))  # the result is out before the directory goes
         real(path, ignore_errors=ignore_errors)
 
-    monkeypatch.setattr(run_module.shutil, "rmtree", slow_rmtree)
+    monkeypatch.setattr(shutil, "rmtree", slow_rmtree)  # the module run.py calls
     result = await run_sandboxed(["/bin/sh", "-c", "echo ok"], FILES, timeout=5, policy=TOOLS)
     returned.set()
     assert result.returncode == 0 and result.stdout == "ok\n"

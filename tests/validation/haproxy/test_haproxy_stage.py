@@ -206,7 +206,7 @@ async def test_a_clean_check_builds_no_redactor_and_a_noisy_one_still_redacts(
     from controller.validation.haproxy import stage as stage_module
 
     built: list[object] = []
-    real = stage_module.Redactor
+    from controller.validation.redact import Redactor as real
 
     def counting(*args: object) -> object:
         built.append(args)
