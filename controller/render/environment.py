@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from types import BuiltinMethodType, MethodType
+from types import BuiltinMethodType, FunctionType, MethodType
 from typing import Any
 
 import jinja2.filters
@@ -34,6 +34,7 @@ from jinja2.utils import Namespace, _PassArg
 
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import metered_loop
+from controller.render.context import Resources
 from controller.render.fragments import Fragment, fragments
 from controller.render.grown import grow, mark_shared
 from controller.render.incremental import tracked_namespace
@@ -46,6 +47,10 @@ MAX_POWER_BITS = 4_096
 
 _ITEM_FIRST = (dict, FrozenDict)
 _TYPE_ATTRS = {tp: frozenset(dir(tp)) for tp in _ITEM_FIRST}
+_RESOURCES_ATTRS = frozenset(dir(Resources))
+"""Names a collection of ``resources`` may have and still not be what ``resources.<name>``
+finds (a method of the mapping is found first)."""
+_ABSENT: Any = object()
 _SAFE_CACHE_SIZE = 4096
 
 SYNC_VARIANTS = (
@@ -129,6 +134,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self._locations: dict[tuple[str, int], TemplateLocation] = {}
         self._safe: dict[tuple[type, str], bool] = {}
         self._plain: dict[Any, bool] = {}
+        self._callables: dict[Any, bool] = {}
         self.htc_text = to_text
         self.htc_loop = metered_loop
         self.htc_mappings: frozenset[type] = frozenset(_ITEM_FIRST)
@@ -176,10 +182,8 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         tp = type(obj)
         names = _TYPE_ATTRS.get(tp)
         if names is not None and attribute not in names:
-            try:
-                return obj[attribute]
-            except KeyError:
-                return self.undefined(obj=obj, name=attribute)
+            value = obj.get(attribute, _ABSENT)  # dict's own get: both types are dicts
+            return self.undefined(obj=obj, name=attribute) if value is _ABSENT else value
         if tp is Namespace and not attribute.startswith("_"):
             try:
                 return mark_shared(object.__getattribute__(obj, "_Namespace__attrs")[attribute])
@@ -190,6 +194,11 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                 return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
+        if tp is Resources and attribute not in _RESOURCES_ATTRS and attribute in obj._names:
+            # What the generic path finds: not a method or slot, so Resources.__getattr__,
+            # which returns the collection (a safe attribute: a public name of a mapping
+            # that cannot be changed).
+            return obj[attribute]
         try:
             value = getattr(obj, attribute)
         except AttributeError:
@@ -234,15 +243,21 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         *args: Any,
         **kwargs: Any,
     ) -> Any:
-        """Call from sandboxed code; methods of builtins and plain Python methods directly.
+        """Call from sandboxed code; methods of builtins, plain Python methods, and plain
+        functions and classes (``namespace()``, ``range()``, ``dict()``) directly.
 
-        For those, Jinja2's checks (not marked unsafe, no context/environment injection)
-        depend only on the underlying function, so the verdict is cached per function and
-        the call skips the generic path. Everything else (macros, filters called as
-        functions, objects marked ``pass_context``) goes through Jinja2's ``call``.
+        For those, Jinja2's checks (not marked unsafe, no context/environment injection, not
+        a string's ``format``) depend only on the underlying function or class, so the
+        verdict is cached per function and the call skips the generic path. Everything else
+        (macros, filters called as functions, objects marked ``pass_context``) goes through
+        Jinja2's ``call``.
         """
         tp = type(__obj)
-        if tp is BuiltinMethodType or (tp is MethodType and __self._plain_method(__obj)):
+        if (
+            tp is BuiltinMethodType
+            or (tp is MethodType and __self._plain_method(__obj))
+            or ((tp is FunctionType or tp is type) and __self._plain_callable(__obj))
+        ):
             if kwargs:
                 kwargs.pop("_loop_vars", None)
                 kwargs.pop("_block_vars", None)
@@ -253,6 +268,21 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                     "value was undefined because a callable raised a StopIteration exception"
                 )
         return super().call(__context, __obj, *args, **kwargs)
+
+    def _plain_callable(self, obj: Any) -> bool:
+        """A function or class that Jinja2's ``call`` would call as it is: safe, and neither
+        it nor its ``__call__`` asks for the context, eval context or environment."""
+        verdict = self._callables.get(obj)
+        if verdict is None:
+            verdict = (
+                self.is_safe_callable(obj)
+                and _PassArg.from_obj(obj) is None
+                and _PassArg.from_obj(obj.__call__) is None
+            )
+            if len(self._callables) >= _SAFE_CACHE_SIZE:
+                self._callables.clear()
+            self._callables[obj] = verdict
+        return verdict
 
     def _plain_method(self, method: MethodType) -> bool:
         func = method.__func__

@@ -57,7 +57,7 @@ from controller.render.incremental import (
     current_recorder,
     unchanged,
 )
-from controller.render.keyed import Keyed, changed_answers, still_answers
+from controller.render.keyed import Asking, Keyed, changed_answers, still_answers
 from controller.render.sameness import SCALARS, SEQUENCES
 from controller.render.snippets import (
     SHARED_NAMES,
@@ -223,8 +223,10 @@ def fragments(
         changed = _changed_tables(site.args, args, lookups)
         site = _Site(args, http, extra, object(), site.entries)
     call = site.call
-    tables = {k: Keyed(k, v) for k, v in args.items() if k in lookups and type(v) is dict}
+    asking = Asking()
+    tables = {k: Keyed(k, v, asking) for k, v in args.items() if k in lookups and type(v) is dict}
     variables = {**template.globals, **base, **args, **tables}
+    evaluate = _Evaluator(template, variables, name, call, asking if tables else None)
     meter = current_meter().get()
     parent = current_recorder().get()
     modules_now: dict[str, Any] = {}
@@ -296,7 +298,7 @@ def fragments(
             if meter is not None and pending:
                 meter.charge(pending)
                 pending = 0
-            entry = _evaluate(template, variables, name, item, call, tables)
+            entry = evaluate(item)
             entry.tokens = tokens.shared(entry.tokens)
             if parent is not None:
                 parent.fresh += 1
@@ -334,7 +336,7 @@ class _Tokens:
         self._token_now = token_now
         self._verdicts: dict[int, tuple[Tokens, bool, bool]] = {}
         self._renewed: dict[int, tuple[Tokens, Tokens]] = {}
-        self._shared: dict[tuple[tuple[str, int], ...], Tokens] = {}
+        self._shared: dict[tuple[object, ...], Tokens] = {}
 
     def current(self, tokens: Tokens) -> bool:
         """Does every collection these tokens name still hold the very content it held? Then
@@ -364,7 +366,7 @@ class _Tokens:
 
     def shared(self, tokens: Tokens) -> Tokens:
         """An equal mapping (same collections, same token objects) seen before, or this one."""
-        key = tuple((c, id(t)) for c, t in tokens.items())
+        key = (*tokens, *map(id, tokens.values()))
         return self._shared.setdefault(key, tokens)
 
 
@@ -386,43 +388,78 @@ def _changed_tables(
     return out
 
 
-def _evaluate(
-    template: SnippetTemplate,
-    variables: dict[str, Any],
-    name: str,
-    item: Any,
-    call: object,
-    tables: dict[str, Keyed],
-) -> _Entry:
-    meter = current_meter().get()
-    recorder = Recorder(track_namespaces=True)
-    token = current_recorder().set(recorder)
-    before = meter.used_chars if meter is not None else 0
-    asked: list[tuple[str, Any]] = []
-    for table in tables.values():
-        table._sink = asked
-    try:
-        # Template.new_context(vars, shared=True), minus the set of the globals' names it
-        # builds (only imports without context read it, and these vars hold the globals).
-        env = template.environment
-        context = env.context_class(env, {**variables, name: item}, template.name, template.blocks)
-        body = list(template.root_render_func(context))
-    finally:
-        current_recorder().reset(token)
-        for table in tables.values():
-            table._sink = None
-    chars = (meter.used_chars - before) if meter is not None else 0
-    fragment = Fragment(context.get_exported(), Traced("".join(body), body))
-    del context  # so only the namespaces its exports reach are still alive, and recorded
-    return _Entry(
-        item,
-        call,
-        fragment,
-        tuple(recorder.reads),
-        recorder.tokens,
-        tuple(recorder.used.items()),
-        tuple(recorder.modules.items()),
-        namespaces_of(recorder.namespaces()) if recorder.created else (),
-        chars - recorder.module_chars,
-        tuple(chain.from_iterable(dict.fromkeys(asked))) if asked else (),
-    )
+_NO_TEXT = Traced("", [])
+"""What a fragment that rendered nothing shows: one shared object (most fragments of a
+library that computes tables render nothing)."""
+
+
+class _Evaluator:
+    """Evaluates the snippet of one ``fragments()`` call for one item at a time; what is the
+    same for every item is looked up once per call (at 10,000 Ingresses a full render makes
+    30,000 evaluations)."""
+
+    __slots__ = (
+        "asking", "blocks", "call", "context_class", "environment", "meter", "name",
+        "recording", "render", "template_name", "variables",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        template: SnippetTemplate,
+        variables: dict[str, Any],
+        name: str,
+        call: object,
+        asking: Asking | None,
+    ) -> None:
+        self.environment = template.environment
+        self.context_class = template.environment.context_class
+        self.render = template.root_render_func
+        self.template_name = template.name
+        self.blocks = template.blocks
+        self.variables = variables
+        self.name = name
+        self.call = call
+        self.asking = asking
+        self.meter = current_meter().get()
+        self.recording = current_recorder()
+
+    def __call__(self, item: Any) -> _Entry:
+        meter = self.meter
+        recorder = Recorder(track_namespaces=True)
+        token = self.recording.set(recorder)
+        before = meter.used_chars if meter is not None else 0
+        asking = self.asking
+        noted: dict[tuple[str, Any], None] = {}
+        if asking is not None:
+            asking.noted = noted
+        try:
+            # Template.new_context(vars, shared=True), minus the set of the globals' names it
+            # builds (only imports without context read it, and these vars hold the globals).
+            context = self.context_class(
+                self.environment,
+                {**self.variables, self.name: item},
+                self.template_name,
+                self.blocks,
+            )
+            body = list(self.render(context))
+        finally:
+            self.recording.reset(token)
+            if asking is not None:
+                asking.noted = None
+        chars = (meter.used_chars - before) if meter is not None else 0
+        text = Traced("".join(body), body) if body else _NO_TEXT
+        fragment = Fragment(context.get_exported(), text)
+        del context  # so only the namespaces its exports reach are still alive, and recorded
+        used, modules = recorder.used, recorder.modules
+        return _Entry(
+            item,
+            self.call,
+            fragment,
+            tuple(recorder.reads),
+            recorder.tokens,
+            tuple(used.items()) if used else (),
+            tuple(modules.items()) if modules else (),
+            namespaces_of(recorder.namespaces()) if recorder.created else (),
+            chars - recorder.module_chars,
+            tuple(chain.from_iterable(noted)) if noted else (),
+        )

@@ -35,7 +35,7 @@ from typing import Any
 
 from jinja2 import nodes
 
-__all__ = ["EMPTINESS", "Keyed", "changed_answers", "keyed_names", "still_answers"]
+__all__ = ["EMPTINESS", "Asking", "Keyed", "changed_answers", "keyed_names", "still_answers"]
 
 EMPTINESS: Any = object()
 """The 'key' an emptiness test asked about."""
@@ -45,34 +45,49 @@ _NEVER = (nodes.Include, nodes.Extends, nodes.Block)
 _DEFERRED = (nodes.Macro, nodes.CallBlock)
 
 
+class Asking:
+    """Where the tables of one ``fragments()`` call note what is asked of them while an
+    evaluation runs (``noted``: (argument name, key) → None, in the order first asked; None
+    between evaluations). One holder for all of them, so an evaluation starts and ends the
+    noting with one assignment."""
+
+    __slots__ = ("noted",)
+
+    def __init__(self) -> None:
+        self.noted: dict[tuple[str, Any], None] | None = None
+
+
 class Keyed(dict[Any, Any]):
-    """A copy of a table argument that notes, into ``_sink`` while one evaluation runs, each
-    key looked up: (argument name, key) pairs, recorded after the lookup succeeded (a key
-    that cannot be hashed fails the evaluation, which is never kept). Its own attributes
-    start with ``_``, which the sandbox keeps from templates."""
+    """A copy of a table argument that notes, into its :class:`Asking` while an evaluation
+    runs, each key looked up, after the lookup succeeded (a key that cannot be hashed fails
+    the evaluation, which is never kept). Its own attributes start with ``_``, which the
+    sandbox keeps from templates."""
 
-    __slots__ = ("_name", "_sink")
+    __slots__ = ("_asking", "_name")
 
-    def __init__(self, name: str, table: dict[Any, Any]) -> None:
+    def __init__(self, name: str, table: dict[Any, Any], asking: Asking | None = None) -> None:
         super().__init__(table)
         self._name = name
-        self._sink: list[tuple[str, Any]] | None = None
+        self._asking = asking if asking is not None else Asking()
 
     def __contains__(self, key: object) -> bool:
         found = dict.__contains__(self, key)
-        if self._sink is not None:
-            self._sink.append((self._name, key))
+        noted = self._asking.noted
+        if noted is not None:
+            noted[self._name, key] = None
         return found
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, default)
-        if self._sink is not None:
-            self._sink.append((self._name, key))
+        noted = self._asking.noted
+        if noted is not None:
+            noted[self._name, key] = None
         return value
 
     def __bool__(self) -> bool:
-        if self._sink is not None:
-            self._sink.append((self._name, EMPTINESS))
+        noted = self._asking.noted
+        if noted is not None:
+            noted[self._name, EMPTINESS] = None
         return dict.__len__(self) > 0
 
 

@@ -24,14 +24,19 @@ from jinja2.utils import _PassArg
 from controller.render import filters, select
 from controller.render.listmemo import (
     Listed,
+    Tagged,
     Unsafe,
     as_list,
     grouped_by,
+    jinja_column,
     jinja_walk,
     memos_of,
+    one_family,
+    path_column,
     path_walk,
     per_item,
     scalar,
+    scalars,
     sorted_by,
     unique_by,
 )
@@ -61,6 +66,25 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _keys(items: list[Any], parts: list[Any], post: Callable[[Any], Any]) -> list[Any] | None:
+    """``[post(scalar(jinja_walk(x, parts))) for x in items]`` in C where it can be (see
+    :func:`~controller.render.listmemo.jinja_column`), else None."""
+    values = jinja_column(items, parts)
+    if values is None or not scalars(values):
+        return None
+    return values if post is _same else list(map(post, values))
+
+
+def _tagged(items: list[Any], paths: list[Any]) -> Tagged | None:
+    """The keys :func:`sort_by` gives, as columns (see :class:`~.listmemo.Tagged`), when
+    every item has a value at every path and each path's values are of one family."""
+    columns = [path_column(items, p) for p in paths]
+    for c in columns:
+        if c is None or not one_family(c):
+            return None
+    return Tagged(columns)  # type: ignore[arg-type]
+
+
 # -- Jinja2's ------------------------------------------------------------------------------
 
 
@@ -74,7 +98,16 @@ def map_(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
                 parts = _parts(kwargs["attribute"])
                 memos = memos_of(context.environment)
                 key = ("map", tuple(parts))
-                return Listed(per_item(memos, key, None, items, lambda x: jinja_walk(x, parts)))
+                return Listed(
+                    per_item(
+                        memos,
+                        key,
+                        None,
+                        items,
+                        lambda x: jinja_walk(x, parts),
+                        lambda xs: jinja_column(xs, parts),
+                    )
+                )
             except Exception:
                 value = items
     return jinja2.filters.sync_do_map(context, value, *args, **kwargs)
@@ -95,7 +128,16 @@ def unique(
                 return post(scalar(jinja_walk(x, parts)))
 
             key = ("unique", tuple(parts), bool(case_sensitive))
-            return Listed(unique_by(memos_of(environment), key, None, items, key_of))
+            return Listed(
+                unique_by(
+                    memos_of(environment),
+                    key,
+                    None,
+                    items,
+                    key_of,
+                    lambda xs: _keys(xs, parts, post),
+                )
+            )
         except Exception:
             value = items
     return jinja2.filters.sync_do_unique(environment, value, case_sensitive, attribute)
@@ -123,8 +165,16 @@ def sort(
                     return post(scalar(jinja_walk(x, paths[0])))
                 return [post(scalar(jinja_walk(x, p))) for p in paths]
 
+            def batch(xs: list[Any]) -> list[Any] | None:
+                columns = [_keys(xs, p, post) for p in paths]
+                if any(c is None for c in columns):
+                    return None
+                return (
+                    columns[0] if len(columns) == 1 else list(map(list, zip(*columns, strict=True)))
+                )
+
             key = ("sort", tuple(tuple(p) for p in paths), bool(case_sensitive))
-            return sorted_by(memos_of(environment), key, None, items, key_of)
+            return sorted_by(memos_of(environment), key, None, items, key_of, batch)
         except Exception:
             value = items
     return jinja2.filters.do_sort(environment, value, reverse, case_sensitive, attribute)
@@ -166,9 +216,17 @@ def _memo_select(keep: bool) -> Callable[..., Any]:
                         raise Unsafe
                     return bool(v if test is None else test(v))
 
+                def batch(xs: list[Any]) -> list[Any] | None:
+                    values = jinja_column(xs, parts)
+                    if values is None or not set(map(type, values)) <= _TESTABLE:
+                        return None
+                    if test is None:
+                        return list(map(bool, values))
+                    return [bool(test(v)) for v in values]
+
                 key = (name, tuple(parts), args[1] if len(args) > 1 else None)
                 flags = per_item(
-                    memos_of(context.environment), key, (args[2:], kwargs), items, each
+                    memos_of(context.environment), key, (args[2:], kwargs), items, each, batch
                 )
                 return Listed(list(compress(items, flags if keep else map(not_, flags))))
             except Exception:
@@ -205,7 +263,14 @@ def sort_by(environment: Any, value: Any, *paths: str, reverse: bool = False) ->
                     key += filters.none_first(v if v is MISSING else scalar(v))
                 return tuple(key)
 
-            return sorted_by(memos_of(environment), ("sort_by", *compiled), None, items, key_of)
+            return sorted_by(
+                memos_of(environment),
+                ("sort_by", *compiled),
+                None,
+                items,
+                key_of,
+                lambda xs: _tagged(xs, compiled),
+            )
         except Exception:
             value = items
     return filters.sort_by(value, *paths, reverse=reverse)
@@ -223,8 +288,14 @@ def group_by(environment: Any, value: Any, path: str) -> Any:
                 v = path_walk(x, compiled)
                 return None if v is MISSING else scalar(v)
 
+            def batch(xs: list[Any]) -> list[Any] | None:
+                values = path_column(xs, compiled)
+                if values is None or not scalars(values, missing=True):
+                    return None
+                return [None if v is MISSING else v for v in values]
+
             key = ("group_by", compiled)
-            return grouped_by(memos_of(environment), key, None, items, key_of, filters.Group)
+            return grouped_by(memos_of(environment), key, None, items, key_of, filters.Group, batch)
         except Exception:
             value = items
     return filters.group_by(value, path)
@@ -244,8 +315,15 @@ def map_entries(environment: Any, value: Any, key: str, val: str) -> Any:
                     raise Unsafe
                 return f"{filters.map_key(scalar(k))} {filters.map_value(scalar(v))}\n"
 
+            def batch(xs: list[Any]) -> list[Any] | None:
+                ks, vs = path_column(xs, key_path), path_column(xs, val_path)
+                if ks is None or vs is None or not scalars(ks) or not scalars(vs):
+                    return None
+                keys, values = map(filters.map_key, ks), map(filters.map_value, vs)
+                return list(map("{} {}\n".format, keys, values))
+
             site = ("map_entries", key_path, val_path)
-            return "".join(per_item(memos_of(environment), site, None, items, line))
+            return "".join(per_item(memos_of(environment), site, None, items, line, batch))
         except Exception:
             value = items
     return filters.map_entries(value, key, val)

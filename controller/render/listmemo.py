@@ -39,11 +39,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterator
-from itertools import compress, count, islice, repeat
-from operator import is_, is_not
+from itertools import chain, compress, count, islice, repeat, starmap
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import Any
 
-from controller.render.filters import none_first
+from controller.render.filters import Group, none_first
 from controller.render.fragments import Fragment, same_argument
 from controller.render.grown import GrownList, mark_shared
 from controller.resources import MISSING, FrozenDict
@@ -52,9 +52,14 @@ __all__ = [
     "MIN_ITEMS",
     "ListMemos",
     "Listed",
+    "Tagged",
     "Unsafe",
+    "jinja_column",
     "memos_of",
+    "one_family",
+    "path_column",
     "scalar",
+    "scalars",
 ]
 
 MIN_ITEMS = 64
@@ -167,6 +172,61 @@ def jinja_walk(item: Any, parts: list[Any]) -> Any:
         else:
             raise Unsafe
     return cur
+
+
+# -- the same walks over a whole list, in C --------------------------------------------------
+#
+# A long list's first call (every call of a full render) walks every item. Where all items
+# are of one plain kind and the path is one name, the walk is a C loop over the list; the
+# result is what the walk gives item by item. Anything else answers None, and the caller
+# walks item by item as before (raising Unsafe where the walk does).
+
+_MAPPINGS: frozenset[type] = frozenset((dict, FrozenDict))
+_SCALARS = frozenset({str, int, bool, type(None)})
+"""The scalar types :func:`scalar` returns unchanged whatever the value (a float may be NaN)."""
+_exports = attrgetter("_exports")
+
+
+def scalars(values: list[Any], missing: bool = False) -> bool:
+    """Would :func:`scalar` return every one of ``values`` unchanged (``missing``: MISSING
+    allowed too)? Checked by type, in C; False for a float (it may be NaN)."""
+    types = set(map(type, values))
+    if missing and object in types:  # MISSING is a bare object
+        types.discard(object)
+        if any(type(v) is object and v is not MISSING for v in values):
+            return False
+    return types <= _SCALARS
+
+
+def jinja_column(items: list[Any], parts: list[Any]) -> list[Any] | None:
+    """``[jinja_walk(x, parts) for x in items]`` when ``parts`` is empty, or one name that
+    every item — all plain dicts or stored objects, or all fragments — holds; else None."""
+    if not parts:
+        return list(items)
+    if len(parts) != 1 or type(parts[0]) is not str:
+        return None
+    part: str = parts[0]
+    types = set(map(type, items))
+    try:
+        if types <= _MAPPINGS:
+            return list(map(itemgetter(part), items))
+        if types == {Fragment} and part[:1] != "_":
+            out = list(map(itemgetter(part), map(_exports, items)))
+            if GrownList in set(map(type, out)):
+                for v in out:
+                    mark_shared(v)
+            return out
+    except KeyError:
+        return None
+    return None
+
+
+def path_column(items: list[Any], path: tuple[Any, ...]) -> list[Any] | None:
+    """``[path_walk(x, path) for x in items]`` when ``path`` is one name and every item is a
+    plain dict or stored object; None otherwise."""
+    if len(path) != 1 or type(path[0]) is not str or not set(map(type, items)) <= _MAPPINGS:
+        return None
+    return list(map(dict.get, items, repeat(path[0]), repeat(MISSING)))
 
 
 def path_walk(item: Any, path: tuple[Any, ...]) -> Any:
@@ -332,11 +392,58 @@ def memos_of(environment: Any) -> ListMemos:
 # -- the shapes of result -------------------------------------------------------------------
 
 
+_FAMILIES = (frozenset({str}), frozenset({int, bool}))
+"""Scalar types that compare with each other in one total order consistent with ``==``."""
+
+
+def one_family(values: Any) -> bool:
+    """Are ``values`` (a list, or a dict's keys) all strings, or all integers and booleans?"""
+    types = set(map(type, values))
+    return any(types <= f for f in _FAMILIES)
+
+
+class Tagged:
+    """The keys ``sort_by`` gives a whole list (``(1, a, 1, b...)`` per item: every value
+    present) as its columns ``a``, ``b``..., each of one family (:func:`one_family`).
+
+    Sorted column by column, last first, each pass stable: the order the keys give (a tuple
+    compares its values in turn, and within a family ``==`` and ``<`` agree), with values
+    compared directly instead of through tuples; the keys are built once, in sorted order."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: list[list[Any]]) -> None:
+        self.columns = columns
+
+    def sort(self, items: list[Any]) -> _Sorted:
+        order = list(range(len(items)))
+        for column in reversed(self.columns):
+            order.sort(key=column.__getitem__)
+        placed = [list(map(column.__getitem__, order)) for column in self.columns]
+        return _Sorted(list(map(items.__getitem__, order)), None, order, placed)
+
+
+Batch = Callable[[list[Any]], Any]
+"""``[each(x) for x in xs]`` computed faster, or None where it cannot be (see the columns
+above): how the filters compute a whole list from scratch."""
+
+
+def _all(items: list[Any], each: Callable[[Any], Any], batch: Batch | None) -> list[Any]:
+    out = batch(items) if batch is not None else None
+    return [each(x) for x in items] if out is None else out
+
+
 def per_item(
-    memos: ListMemos, key: Hashable, args: Any, items: list[Any], each: Callable[[Any], Any]
+    memos: ListMemos,
+    key: Hashable,
+    args: Any,
+    items: list[Any],
+    each: Callable[[Any], Any],
+    batch: Batch | None = None,
 ) -> list[Any]:
     """``[each(x) for x in items]``, the unchanged items' results taken from the earlier call.
-    ``each`` raises Unsafe for an item whose result could change under it.
+    ``each`` raises Unsafe for an item whose result could change under it; ``batch``, when
+    given, computes a whole list from scratch.
 
     When the items moved (a list sorted again after one changed its key), each is looked up
     by identity in the latest call's instead: still a pass in C over the rest."""
@@ -346,7 +453,7 @@ def per_item(
     else:
         entry = memos.latest(key, args)
         if entry is None:
-            results = [each(x) for x in items]
+            results = _all(items, each, batch)
         else:
             results = _carried(entry.items, entry.state, items)
             for i in compress(count(), map(is_, results, repeat(_NONE))):
@@ -371,21 +478,50 @@ def _carried(was: list[Any], values: list[Any], items: list[Any]) -> list[Any]:
 
 
 class _Sorted:
-    """A stable sort's result with each item's key and its position in the input."""
+    """A stable sort's result with each item's key and its position in the input.
 
-    __slots__ = ("keys", "out", "pos")
+    The keys of a :class:`Tagged` sort are kept as its columns in sorted order, and made
+    into keys only when a later call updates the sort (a full render never does)."""
 
-    def __init__(self, out: list[Any], keys: list[Any], pos: list[int]) -> None:
+    __slots__ = ("_keys", "columns", "out", "pos")
+
+    def __init__(
+        self,
+        out: list[Any],
+        keys: list[Any] | None,
+        pos: list[int],
+        columns: list[list[Any]] | None = None,
+    ) -> None:
         self.out = out
-        self.keys = keys
+        self._keys = keys
+        self.columns = columns
         self.pos = pos
+
+    @property
+    def keys(self) -> list[Any]:
+        keys = self._keys
+        if keys is None:  # the same list whoever builds it first
+            tagged = chain.from_iterable(map(_tag, self.columns or ()))
+            keys = self._keys = list(zip(*tagged, strict=False))  # each repeat(1) is endless
+        return keys
+
+
+def _tag(column: list[Any]) -> tuple[Iterator[int], list[Any]]:
+    return repeat(1), column
 
 
 def sorted_by(
-    memos: ListMemos, key: Hashable, args: Any, items: list[Any], key_of: Callable[[Any], Any]
+    memos: ListMemos,
+    key: Hashable,
+    args: Any,
+    items: list[Any],
+    key_of: Callable[[Any], Any],
+    batch: Batch | None = None,
 ) -> list[Any]:
     """``sorted(items, key=key_of)`` (stable, ascending). ``key_of`` raises Unsafe for a key
-    that could change; a key that cannot be compared raises TypeError, as sorting would."""
+    that could change; a key that cannot be compared raises TypeError, as sorting would.
+    ``batch``: the keys of a whole list computed from scratch, or their :class:`Tagged`
+    columns."""
     match = memos.find(key, args, items)
     state: _Sorted | None = None
     if match is not None:
@@ -394,9 +530,15 @@ def sorted_by(
         except TypeError:
             state = None  # let the sort from scratch raise, or not, as it would
     if state is None:
-        keys = [key_of(x) for x in items]
-        order = sorted(range(len(items)), key=keys.__getitem__)
-        state = _Sorted([items[i] for i in order], [keys[i] for i in order], order)
+        got = batch(items) if batch is not None else None
+        if type(got) is Tagged:
+            state = got.sort(items)
+        else:
+            keys = [key_of(x) for x in items] if got is None else got
+            order = sorted(range(len(items)), key=keys.__getitem__)
+            state = _Sorted(
+                list(map(items.__getitem__, order)), list(map(keys.__getitem__, order)), order
+            )
     memos.store(key, args, items, state, match)
     return list(state.out)
 
@@ -439,7 +581,12 @@ class _Firsts:
 
 
 def unique_by(
-    memos: ListMemos, key: Hashable, args: Any, items: list[Any], key_of: Callable[[Any], Any]
+    memos: ListMemos,
+    key: Hashable,
+    args: Any,
+    items: list[Any],
+    key_of: Callable[[Any], Any],
+    batch: Batch | None = None,
 ) -> list[Any]:
     """The first item of each key, in input order (Jinja2's ``unique``). Keys are scalars.
 
@@ -449,7 +596,7 @@ def unique_by(
     if match is None:
         latest = memos.latest(key, args)
         if latest is None:
-            keys = [key_of(x) for x in items]
+            keys = _all(items, key_of, batch)
         else:  # the items moved (sorted again after one changed): their keys did not
             keys = _carried(latest.items, latest.state.keys, items)
             for i in compress(count(), map(is_, keys, repeat(_NONE))):
@@ -499,6 +646,7 @@ def grouped_by(
     items: list[Any],
     key_of: Callable[[Any], Any],
     group: Callable[[Any, list[Any]], Any],
+    batch: Batch | None = None,
 ) -> list[Any]:
     """``group(k, its items)`` for each key, in key order (None first), items in input order.
 
@@ -534,12 +682,21 @@ def grouped_by(
         except TypeError:
             state = None
     if state is None:
-        keys = [key_of(x) for x in items]
+        keys = _all(items, key_of, batch)
         by: dict[Any, list[Any]] = {}
         for k, x in zip(keys, items, strict=True):
             by.setdefault(k, []).append(x)
-        ordered = sorted(by, key=none_first)
-        groups = [group(k, by[k]) for k in ordered]
-        state = _Groups(keys, groups, [none_first(k) for k in ordered])
+        if None not in by and one_family(by):  # no key first: by the keys themselves
+            ordered = sorted(by)
+            order = list(zip(repeat(1), ordered))
+        else:
+            ordered = sorted(by, key=none_first)
+            order = [none_first(k) for k in ordered]
+        pairs = zip(ordered, map(by.__getitem__, ordered), strict=True)
+        if group is Group:  # a named tuple: made in C, as its __new__ makes it
+            groups = list(map(tuple.__new__, repeat(Group), pairs))
+        else:
+            groups = list(starmap(group, pairs))
+        state = _Groups(keys, groups, order)
     memos.store(key, args, items, state, match)
     return list(state.groups)

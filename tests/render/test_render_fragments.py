@@ -35,13 +35,13 @@ def _count_evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import controller.render.fragments as mod
 
     seen: list[str] = []
-    real = mod._evaluate
+    real = mod._Evaluator.__call__
 
-    def counting(template: Any, variables: Any, name: str, item: Any, *rest: Any) -> Any:
+    def counting(self: Any, item: Any) -> Any:
         seen.append(item["metadata"]["name"])
-        return real(template, variables, name, item, *rest)
+        return real(self, item)
 
-    monkeypatch.setattr(mod, "_evaluate", counting)
+    monkeypatch.setattr(mod._Evaluator, "__call__", counting)
     return seen
 
 
@@ -305,13 +305,20 @@ def test_which_arguments_count_as_tables_only_looked_up_in(source: str, lookups:
 
 
 def test_a_table_notes_each_lookup_while_an_evaluation_runs() -> None:
-    from controller.render.keyed import EMPTINESS, Keyed, changed_answers, still_answers
+    from controller.render.keyed import (
+        EMPTINESS,
+        Asking,
+        Keyed,
+        changed_answers,
+        still_answers,
+    )
 
-    t = Keyed("t", {"a": 1, "b": 2})
+    asking = Asking()
+    t = Keyed("t", {"a": 1, "b": 2}, asking)
     assert "a" in t and t.get("z") is None and t  # nothing noted outside an evaluation
-    t._sink = []
-    assert "a" in t and t.get("z", 5) == 5 and t
-    assert t._sink == [("t", "a"), ("t", "z"), ("t", EMPTINESS)]
+    asking.noted = {}
+    assert "a" in t and t.get("z", 5) == 5 and t and "a" in t
+    assert list(asking.noted) == [("t", "a"), ("t", "z"), ("t", EMPTINESS)]  # each once
     changed = changed_answers({"a": 1, "b": 2, "c": 1}, {"a": 1, "b": True, "d": 4}, same_argument)
     assert changed == {"b", "c", "d"}  # 2 became true; c went; d came
     assert changed_answers({"a": 1}, {}, same_argument) == {"a", EMPTINESS}
