@@ -194,8 +194,10 @@ def test_unique_of_moved_items_asks_only_the_new_ones_for_their_key() -> None:
         return x["k"]
 
     def plain(ys: list[Any]) -> list[Any]:
-        seen: set[Any] = set()
-        return [y for y in ys if not (y["k"] in seen or seen.add(y["k"]))]
+        firsts: dict[Any, Any] = {}
+        for y in ys:
+            firsts.setdefault(y["k"], y)
+        return list(firsts.values())
 
     assert listmemo.unique_by(memos, "site", None, xs, key_of) == plain(xs)
     asked.clear()
