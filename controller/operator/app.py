@@ -50,7 +50,7 @@ from controller.deploy import (
 from controller.diagnostics import Diagnostic, Phase, make
 from controller.observability import METRICS, Metrics, get_logger
 from controller.operator.fleet_pods import DataplaneSettings, FleetPods
-from controller.operator.heap import limit_arenas, release_free_memory
+from controller.operator.heap import fix_mmap_threshold, limit_arenas, release_free_memory
 from controller.operator.ingress_status import IngressStatus
 from controller.operator.kube import KubeConnection, connect
 from controller.operator.leader import LeaderElector, LeaseSettings
@@ -262,6 +262,7 @@ class OperatorApp:
 
     async def start(self) -> None:
         limit_arenas()  # before kopf's threads: see heap.py
+        fix_mmap_threshold()  # rendered configurations are megabytes (see there)
         if self.server is not None:
             await self.server.start()
         if self.webhook is not None:

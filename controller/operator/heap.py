@@ -11,45 +11,14 @@ Elsewhere (musl, macOS) there is nothing to call and this does nothing.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
-from functools import cache
 
-__all__ = ["limit_arenas", "release_free_memory"]
+from controller.validation.heap import fix_mmap_threshold, limit_arenas, trim_heap
 
-_M_ARENA_MAX = -8
-"""glibc's mallopt parameter for the number of malloc arenas (malloc.h)."""
-
-
-@cache
-def _libc_function(name: str) -> ctypes._NamedFuncPointer | None:
-    lib = ctypes.util.find_library("c")
-    if lib is None:
-        return None
-    try:
-        return getattr(ctypes.CDLL(lib), name)  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
-        return None
-
-
-def limit_arenas(count: int = 2) -> bool:
-    """Let glibc keep at most ``count`` malloc arenas; True if it could be told.
-
-    glibc gives threads arenas of their own (up to eight per core). kopf's watch threads and
-    the thread pool each fill one during the startup burst, and what outlives the burst in
-    each keeps that arena's pages resident. Two arenas cost no measurable speed here (the
-    interpreter lock serialises the allocating threads anyway). Called before the threads
-    start; arenas made earlier stay."""
-    mallopt = _libc_function("mallopt")
-    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, count))
+__all__ = ["fix_mmap_threshold", "limit_arenas", "release_free_memory"]
 
 
 def release_free_memory() -> bool:
     """Collect cyclic garbage, then hand free heap pages back; True if the allocator could."""
     gc.collect()
-    trim = _libc_function("malloc_trim")
-    if trim is None:
-        return False
-    trim(0)
-    return True
+    return trim_heap()
