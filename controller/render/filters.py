@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from jinja2.runtime import Undefined
 
 from controller.render.select import rejectattr, selectattr
-from controller.resources import MISSING, FieldPath, FieldPathError, lookup, parse_path
+from controller.resources import MISSING, FieldPath, FieldPathError, FrozenDict, lookup, parse_path
 
 
 class FilterError(ValueError):
@@ -382,13 +382,15 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
         raise FilterError(f"ready_endpoints: the port name must be a string, got {port_name!r}")
     seen: set[tuple[str, int]] = set()
     found: list[dict[str, Any]] = []
-    for s in sort_by(slices, "metadata.name"):
-        if not isinstance(s, Mapping):
+    # One slice (most Services): nothing to sort, and sort_by would return it as it is.
+    one = (type(slices) is list or type(slices) is tuple) and len(slices) == 1
+    for s in slices if one else sort_by(slices, "metadata.name"):
+        if not _is_mapping(s):
             raise _malformed(s, "the slice", s)
         if s.get("addressType", "IPv4") not in _IP_FAMILIES:
             continue
         for sport in _sequence(s, "ports", s.get("ports")):
-            if not isinstance(sport, Mapping):
+            if not _is_mapping(sport):
                 raise _malformed(s, "a port", sport)
             if sport.get("name", "") != port_name:
                 continue
@@ -399,11 +401,11 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
                     f"number (got {port!r})"
                 )
             for ep in _sequence(s, "endpoints", s.get("endpoints")):
-                if not isinstance(ep, Mapping):
+                if not _is_mapping(ep):
                     raise _malformed(s, "an endpoint", ep)
                 conditions = ep.get("conditions")
                 if conditions is not None:
-                    if not isinstance(conditions, Mapping):
+                    if not _is_mapping(conditions):
                         raise _malformed(s, "conditions", conditions)
                     if conditions.get("ready") is False:
                         continue
@@ -417,6 +419,12 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
                         seen.add((address, port))
                         found.append({"address": address, "port": port, "endpoint": ep})
     return found
+
+
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, without the abstract class's check for the two kinds
+    stored objects and templates hold (a slice has a dozen mappings to check)."""
+    return type(value) is FrozenDict or type(value) is dict or isinstance(value, Mapping)
 
 
 def _sequence(s: Mapping[str, Any], what: str, value: Any) -> Sequence[Any]:
