@@ -36,6 +36,10 @@ class StageContext:
     a gate's answer here (a stage never writes it), so that the stage's :meth:`Stage.run`
     need not repeat the checks its gate already established (the syntax stage's policy and
     file-reference checks)."""
+    lean_read: frozenset[str] = frozenset()
+    """Configuration paths the syntax stage's gate cleared from its lean reading (a reading of
+    only the lines its checks act on, not a full parse); the stage's own run checks these on
+    its full parse too, which fills the checks' per-section caches."""
 
     @property
     def files(self) -> FileSet:

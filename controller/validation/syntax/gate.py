@@ -47,7 +47,7 @@ _NAMED = frozenset({*POLICY_KEYWORDS, *REF_KEYWORDS})
 _PATH_OPTIONS = frozenset(SSL_PATH_OPTIONS)
 
 
-def lean_gate(files: FileSet, allow: Collection[str] = ()) -> bool:
+def lean_gate(files: FileSet, allow: Collection[str] = (), lean: set[str] | None = None) -> bool:
     """True only when the directive policy and the file-reference rule, run on the full
     parse of every configuration file, will report nothing; False when that is not certain
     from the cheap reading (the caller must then wait for the full checks).
@@ -57,7 +57,8 @@ def lean_gate(files: FileSet, allow: Collection[str] = ()) -> bool:
     of the difference (``parser.parse_near``), cheaper than the lean reading, which visits
     every line: then the checks read that parse itself, and the stage's own parse of the same
     text is a look-up. A parse with any syntax diagnostic is "not established", as a line the
-    lean reading cannot split is."""
+    lean reading cannot split is. ``lean`` receives the paths cleared from the lean reading
+    (no full parse behind the answer)."""
     for entry in files:
         if entry.kind is not FileKind.CONFIG:
             continue
@@ -69,6 +70,8 @@ def lean_gate(files: FileSet, allow: Collection[str] = ()) -> bool:
             parsed: ParsedConfig | None = near[0]
         else:
             parsed = lean_reading(text, entry.path)
+            if lean is not None:
+                lean.add(entry.path)
         if parsed is None:
             return False
         if check_policy(parsed, allow) or check_file_refs(parsed, files):

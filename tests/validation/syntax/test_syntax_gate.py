@@ -16,12 +16,13 @@ differently from its plain words:
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.diagnostics import Diagnostic
+from controller.diagnostics import Diagnostic, Phase
 from controller.render import FileEntry, FileKind, FileSet, RenderResult
 from controller.validation.stage import StageContext
 from controller.validation.syntax import (
@@ -397,3 +398,40 @@ def test_the_corpus_agrees(allow: frozenset[str]) -> None:
             outcome = asyncio.run(SyntaxStage(allow).run(ctx))
             assert _security(list(outcome.diagnostics)) == [], case.name
     assert read >= len(CORPUS) // 2 and passed >= 10  # not vacuous
+
+
+def test_a_lean_cleared_file_fills_the_checks_caches_for_the_next_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A candidate unlike the recent ones is cleared from the lean reading, which holds only
+    the sections the checks could act on. The stage's own run checks its full parse too
+    (while haproxy -c runs), so the next candidate's gate, which reads a near parse of
+    every section, finds them known and checks only what changed, before haproxy -c starts."""
+    _clear_caches()
+    backends = "".join(
+        f"backend lean-fill-{i}\n    server s{i} 127.0.0.1:{1000 + i}\n" for i in range(60)
+    )
+    base = "global\n    maxconn 100\ndefaults\n    mode http\n" + backends
+    stage = SyntaxStage()
+
+    def candidate(text: str) -> StageContext:
+        return StageContext(render=RenderResult(files=_with_config(text, FileSet.of([]))))
+
+    cold = candidate(base)
+    assert stage.gate(cold) is True
+    assert cold.lean_read == frozenset({"haproxy.cfg"})
+    cold.cleared = frozenset({Phase.SYNTAX})  # what the pipeline records for a True gate
+    assert asyncio.run(stage.run(cold)).diagnostics == []
+
+    looked: list[str] = []
+    real = policy._section_findings
+
+    def counting(section: Any) -> Any:
+        looked.append(section.keyword)
+        return real(section)
+
+    monkeypatch.setattr(policy, "_section_findings", counting)
+    warm = candidate(base.replace("127.0.0.1:1030", "127.0.0.1:2030"))
+    assert stage.gate(warm) is True
+    assert warm.lean_read == frozenset()  # a near parse: no lean reading
+    assert looked == ["backend"]  # only the changed section; the other 61 were known
