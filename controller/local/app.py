@@ -60,8 +60,7 @@ from controller.triggers import (
     spec_rejection,
     with_listen,
 )
-from controller.validation import Origin, config_origin, spec_locator
-from controller.validation.heap import fix_mmap_threshold
+from controller.validation import Origin, config_origin, fix_mmap_threshold, spec_locator
 
 __all__ = ["LocalApp", "LocalOptions"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 
-from controller.validation.heap import fix_mmap_threshold, limit_arenas, trim_heap
+from controller.validation import fix_mmap_threshold, limit_arenas, trim_heap
 
 __all__ = ["fix_mmap_threshold", "limit_arenas", "release_free_memory"]
 

@@ -20,6 +20,7 @@ from controller.validation.cache import VerdictCache
 from controller.validation.formats import FORMATS, format_report, sarif_log
 from controller.validation.gcpause import paused_gc
 from controller.validation.haproxy import HaproxyBinary, HaproxyBinaryError
+from controller.validation.heap import fix_mmap_threshold, limit_arenas, trim_heap
 from controller.validation.options import InvalidFilterError, InvalidOptionError, ValidationOptions
 from controller.validation.pipeline import Pipeline, PipelineSetupError, Verdict
 from controller.validation.report import (
@@ -112,8 +113,10 @@ __all__ = [
     "default_engine",
     "evaluate",
     "failure_report",
+    "fix_mmap_threshold",
     "format_report",
     "format_suite",
+    "limit_arenas",
     "lint_report",
     "lint_spec",
     "paused_gc",
@@ -123,6 +126,7 @@ __all__ = [
     "spec_failure_report",
     "spec_lint",
     "spec_locator",
+    "trim_heap",
     "verdict",
     "with_origins",
 ]
