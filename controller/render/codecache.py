@@ -82,7 +82,7 @@ __all__ = [
 
 Kind = Literal["template", "snippet", "when"]
 
-FORMAT = 1
+FORMAT = 2
 """Version of the disk entries' layout; part of every key."""
 
 _MAGIC = b"HTCJ"
@@ -114,11 +114,13 @@ _BUILTIN_MODULES = frozenset({"builtins", "_operator", "operator"})
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """One compiled source: its code, what it refers to, and (snippets) its free names."""
+    """One compiled source: its code, what it refers to, and (snippets) its free names and
+    the names it uses only to look keys up (:func:`controller.render.keyed.keyed_names`)."""
 
     code: CodeType
     refs: TemplateRefs
     free: frozenset[str] | None = None
+    lookups: frozenset[str] | None = None
 
 
 class _Undescribable(Exception):
@@ -329,9 +331,11 @@ def unseal(magic: bytes, version: int, data: bytes) -> bytes | None:
 
 
 def encode(key: str, compiled: Compiled) -> bytes:
-    """A template entry: :func:`seal` of the key, code, references and free names (marshal)."""
+    """A template entry: :func:`seal` of the key, code, references, free names and lookup
+    names (marshal)."""
     free = None if compiled.free is None else tuple(sorted(compiled.free))
-    payload = marshal.dumps((key, compiled.code, _encode_refs(compiled.refs), free))
+    lookups = None if compiled.lookups is None else tuple(sorted(compiled.lookups))
+    payload = marshal.dumps((key, compiled.code, _encode_refs(compiled.refs), free, lookups))
     return seal(_MAGIC, FORMAT, payload)
 
 
@@ -342,16 +346,24 @@ def decode(key: str, data: bytes) -> Compiled | None:
         return None
     try:
         value = marshal.loads(payload)
-        if type(value) is not tuple or len(value) != 4 or value[0] != key:
+        if type(value) is not tuple or len(value) != 5 or value[0] != key:
             return None
-        _, code, refs, free = value
-        if type(code) is not CodeType:
+        _, code, refs, free, lookups = value
+        if type(code) is not CodeType or not (_names(free) and _names(lookups)):
             return None
-        if free is not None and (type(free) is not tuple or any(type(f) is not str for f in free)):
-            return None
-        return Compiled(code, _decode_refs(refs), None if free is None else frozenset(free))
+        return Compiled(
+            code,
+            _decode_refs(refs),
+            None if free is None else frozenset(free),
+            None if lookups is None else frozenset(lookups),
+        )
     except (ValueError, EOFError, TypeError):
         return None
+
+
+def _names(value: Any) -> bool:
+    """Is ``value`` None or a tuple of names, as :func:`encode` writes them?"""
+    return value is None or (type(value) is tuple and all(type(f) is str for f in value))
 
 
 def _read(fd: int, size: int) -> bytes:

@@ -56,6 +56,7 @@ from controller.render.incremental import (
     same_value,
     unchanged,
 )
+from controller.render.keyed import keyed_names
 from controller.render.listfilters import LIST_FILTERS
 from controller.render.result import (
     OutputStatus,
@@ -288,8 +289,11 @@ class Renderer:
         def build() -> Compiled:
             tree = env.parse(source, name=name, filename=name)
             refs = references(tree, name)
-            free = frozenset(meta.find_undeclared_variables(tree)) if snippet else None
-            return Compiled(env.compile(tree, name=name, filename=name), refs, free)
+            free = lookups = None
+            if snippet:
+                free = frozenset(meta.find_undeclared_variables(tree))
+                lookups = _lookup_names(tree)
+            return Compiled(env.compile(tree, name=name, filename=name), refs, free, lookups)
 
         try:
             found = self._codes.compiled(kind, name, source, build)
@@ -298,6 +302,7 @@ class Renderer:
             tmpl = cls.from_code(env, found.code, env.make_globals(None))
             if isinstance(tmpl, SnippetTemplate):
                 tmpl.source = source
+                tmpl._lookup_names = found.lookups
             return tmpl, found.refs, None
         except TemplateSyntaxError as exc:
             return None, None, syntax_error(exc, name, output_path=output_path)
@@ -819,6 +824,15 @@ class Renderer:
         if not errors:
             return None
         return f"{name}: {errors[0].rule_id} {errors[0].message}"
+
+
+def _lookup_names(tree: nodes.Template) -> frozenset[str]:
+    """A snippet's names used only to look keys up (see :mod:`.keyed`); none if the analysis
+    fails (it cannot for a tree that parsed; if it did, no name would qualify)."""
+    try:
+        return keyed_names(tree, {n.name for n in tree.find_all(nodes.Name)})
+    except Exception:
+        return frozenset()
 
 
 def _basis(

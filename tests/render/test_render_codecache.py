@@ -9,6 +9,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from controller.render.codecache import (
 from controller.render.environment import TemplateEnvironment
 from controller.render.filters import FILTERS
 from controller.render.graph import TemplateRefs
+from controller.render.snippets import SnippetTemplate
 from controller.spec import HAProxyTemplateConfigSpec
 from tests.render.render_kit import (
     endpoint_slice,
@@ -57,6 +59,26 @@ def _codes(r: Renderer) -> dict[str, Any]:
         for n, t in _templates(r).items()
         if t is not None
     }
+
+
+def _lookups(r: Renderer) -> dict[str, Any]:
+    """Each snippet's names used only for key lookups, as the compile cache handed them over
+    (None: not handed over, the snippet would parse its source again on first use)."""
+    return {
+        n: t._lookup_names for n, t in r._loader.templates.items() if isinstance(t, SnippetTemplate)
+    }
+
+
+def _parsed_lookups(r: Renderer) -> dict[str, Any]:
+    """The same names from each snippet's source parsed now."""
+    out: dict[str, Any] = {}
+    for n, t in r._loader.templates.items():
+        if isinstance(t, SnippetTemplate):
+            fresh: Any = SimpleNamespace(
+                _lookup_names=None, environment=t.environment, source=t.source
+            )
+            out[n] = SnippetTemplate.lookup_names(fresh)
+    return out
 
 
 def _uncached() -> CodeCache:
@@ -114,6 +136,8 @@ def test_the_quickstart_renders_the_same_bytes_from_every_cache(
 
     for r in (first, again, from_disk):
         assert _codes(r) == _codes(plain)  # code objects equal, same file names
+        assert _lookups(r) == _lookups(plain) == _parsed_lookups(plain)
+        assert _lookups(r)["ingress-routes"]  # tls_hosts, auth_of, ... (controller.render.keyed)
         assert r.diagnostics == plain.diagnostics
         assert r.shared_snippets == plain.shared_snippets
         assert r.graph == plain.graph
