@@ -12,9 +12,11 @@ from jinja2 import StrictUndefined, pass_context, pass_environment
 from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from controller.render import Renderer
 from controller.render.environment import TemplateEnvironment
 from controller.render.keyed import Keyed
 from controller.resources import FrozenDict
+from tests.render.render_kit import service, snapshot, spec, text
 
 
 def plain(x: Any = 1) -> str:
@@ -124,3 +126,21 @@ def test_the_same_refusal_as_the_stock_sandbox(template: str) -> None:
     for _ in range(2):  # the second time with the verdict cached
         with pytest.raises(stock.type):
             _render(env, template)
+
+
+def test_resources_collections_read_as_attributes_as_the_sandbox_allows() -> None:
+    """``resources.<name>`` goes straight to the collection and finds what the generic path
+    finds, a collection named with a leading underscore included (Resources answers every
+    collection name, as a subscript does)."""
+    collections = {
+        "services": {"apiVersion": "v1", "kind": "Service"},
+        "_hidden": {"apiVersion": "v1", "kind": "Service"},
+    }
+    s = spec(
+        "{{ resources.services | length }} {{ resources._hidden | length }}"
+        " {{ resources['_hidden'] | length }} {{ resources.keys is defined }}\n",
+        watched=collections,
+    )
+    view = snapshot(s, [("services", service("a", 80)), ("_hidden", service("b", 80))])
+    result = Renderer(s).render(view)
+    assert text(result) == "1 1 1 True\n"
