@@ -126,7 +126,7 @@ def test_loop_target_at_2000_ingresses_prints_at_most_15_lines(
     for name, fn in (("i", ingress), ("s", service), ("e", endpoint_slice)):
         (res / f"{name}.yaml").write_text(yaml.safe_dump_all([fn(i) for i in range(n)]))
     text = (quickstart_dir / "config.yaml").read_text()
-    anchor = "      backend {{ b.name | haproxy_arg }}\n"
+    anchor = "      backend {{ name | haproxy_arg }}\n"
     assert anchor in text
     config = tmp_path / "config.yaml"
     config.write_text(text.replace(anchor, anchor + "          balanse roundrobin\n", 1))
