@@ -342,6 +342,9 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    from controller.observability.logging import configure
+
+    configure(level="warning", stream=sys.stderr)  # stdout carries exactly one JSON object
     haproxy = shutil.which(args.haproxy) or args.haproxy
     result = asyncio.run(
         measure(
