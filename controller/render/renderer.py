@@ -273,8 +273,9 @@ class Renderer:
         self._settle_snippet_users(snippet_problem)
         self._order = (*self.graph.order, *sorted(set(self.outputs) - set(self.graph.order)))
         self._memo: dict[str, _Kept] = {}
-        self._judged: dict[str, _Judged] = {}
         """Each output as the latest render produced it (see :mod:`.incremental`)."""
+        self._judged: dict[str, _Judged] = {}
+        """Each output's ``when`` as the latest render evaluated it."""
         self._inputs: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     # -- construction ------------------------------------------------------------------------
