@@ -9,6 +9,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.validation.rules import Isolation, RuleSet, RunBudget, check_objects
 from controller.validation.rules.cel import to_cel
@@ -226,3 +228,43 @@ def test_the_collector_is_off_for_the_whole_ruled_render(monkeypatch: pytest.Mon
     assert result.ok
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+def _edits() -> Any:
+    """Edits of a list of objects between two calls: insert, delete, replace by an object of
+    equal content or of new content, move, a whole new list of equal objects, unkeyable."""
+    op = st.sampled_from(["insert", "delete", "same", "new", "move", "rebuild", "bytes"])
+    return st.lists(st.tuples(op, st.integers(0, 40), st.integers(0, 40)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_edits(), min_size=1, max_size=6), st.integers(0, 12))
+def test_keys_asked_again_are_the_keys_asked_afresh(rounds: list[Any], size: int) -> None:
+    """The memo takes the keys of the common head and tail from its last answer: after any
+    edits, its keys are those a fresh memo gives, and the last answer is never changed."""
+    memo = ObjectMemo()
+    objs: list[dict[str, Any]] = [{"n": k} for k in range(size)]
+    fresh = 1000
+    for edits in rounds:
+        before = memo.keys("c", objs)
+        kept = list(before)
+        for kind, at, to in edits:
+            fresh += 1
+            i = at % (len(objs) + 1)
+            if kind == "insert":
+                objs.insert(i, {"n": fresh})
+            elif objs and kind == "delete":
+                del objs[i % len(objs)]
+            elif objs and kind == "same":
+                objs[i % len(objs)] = dict(objs[i % len(objs)])
+            elif objs and kind == "new":
+                objs[i % len(objs)] = {"n": fresh}
+            elif objs and kind == "move":
+                objs.insert(to % len(objs), objs.pop(i % len(objs)))
+            elif kind == "rebuild":
+                objs = [dict(o) for o in objs]
+            elif kind == "bytes":
+                objs.insert(i, {"n": b"raw"})  # no digest: keyed by identity
+        got = memo.keys("c", objs)
+        assert got == [content_key(o) or id(o) for o in objs]
+        assert before == kept

@@ -17,6 +17,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, count, islice, repeat
+from operator import is_, is_not
 from typing import Any, overload
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, Severity, make
@@ -392,28 +394,44 @@ class ObjectMemo:
     with the previous one, so the object's identity finds its digest without hashing again;
     a new object with known content (a resync, a rebuilt store, an update that changed
     nothing) is found by its digest. The memo keeps what the latest call saw (strong
-    references, so an id cannot be reused) and forgets the rest; with one object changed, a
-    render judges one object. A batch that ran out of budget is never remembered.
+    references, so an id cannot be reused) and forgets the rest once it is an eighth of
+    that (or 64 objects); with one object changed, a render judges one object. A batch that
+    ran out of budget is never remembered.
+
+    A render asks about every object of a collection, 10,000 Ingresses say, with one
+    changed. The list it asks about is the last one but for a run in the middle (a snapshot
+    keeps the store's order), so the keys of the common head and tail are taken from the
+    last answer, found by identity in C; only the run between is looked up one by one.
+    Looking up and remembering are passes in C too.
     """
 
     def __init__(self) -> None:
-        self._ids: dict[str, dict[int, tuple[Mapping[str, Any], ContentKey | None]]] = {}
-        self._verdicts: dict[str, dict[ContentKey | int, Verdict]] = {}
+        self._ids: dict[str, dict[int, tuple[Mapping[str, Any], ContentKey | int]]] = {}
+        self._verdicts: dict[str, dict[ContentKey | int, Verdict | None]] = {}
+        self._asked: dict[str, tuple[list[Mapping[str, Any]], list[ContentKey | int]]] = {}
+        """Per collection: the objects of the latest :meth:`keys` call and their keys."""
 
     def keys(self, name: str, objs: Sequence[Mapping[str, Any]]) -> list[ContentKey | int]:
         """Each object's memo key: its digest, or its identity when it has none."""
+        objs = list(objs)
         ids = self._ids.setdefault(name, {})
-        out: list[ContentKey | int] = []
-        for o in objs:
+        last = self._asked.get(name)
+        head, tail = _same_ends(last[0], objs) if last is not None else (0, 0)
+        out: list[ContentKey | int] = last[1][:head] if last is not None else []
+        for o in objs[head : len(objs) - tail]:
             hit = ids.get(id(o))
             if hit is not None and hit[0] is o:
                 key = hit[1]
             else:
                 # Kept until the next replace(), so that asking again (whether to judge
                 # beside the render, then judging) does not hash the object again.
-                key = content_key(o)
+                found = content_key(o)
+                key = found if found is not None else id(o)
                 ids[id(o)] = (o, key)
-            out.append(key if key is not None else id(o))
+            out.append(key)
+        if tail and last is not None:
+            out += last[1][len(last[1]) - tail :]
+        self._asked[name] = (objs, out)
         return out
 
     def lookup(
@@ -423,7 +441,7 @@ class ObjectMemo:
         keys: Sequence[ContentKey | int] | None = None,
     ) -> list[Verdict | None]:
         verdicts = self._verdicts.get(name, {})
-        return [verdicts.get(k) for k in (keys if keys is not None else self.keys(name, objs))]
+        return list(map(verdicts.get, keys if keys is not None else self.keys(name, objs)))
 
     def replace(
         self,
@@ -433,10 +451,30 @@ class ObjectMemo:
         keys: Sequence[ContentKey | int] | None = None,
     ) -> None:
         keys = keys if keys is not None else self.keys(name, objs)
-        self._ids[name] = {
-            id(o): (o, k if isinstance(k, bytes) else None) for o, k in zip(objs, keys, strict=True)
-        }
-        self._verdicts[name] = {k: v for k, v in zip(keys, verdicts, strict=True) if v is not None}
+        known = self._verdicts.setdefault(name, {})
+        known.update(zip(keys, verdicts, strict=True))  # None: not judged, as if missing
+        ids = self._ids.get(name)
+        slack = max(64, len(keys) // 8)
+        if ids is None or len(ids) > len(keys) + slack or len(known) > len(keys) + slack:
+            # Forget what the latest call did not see (what keys() met since, and the
+            # verdicts of contents gone), once there is enough of it to be worth a pass.
+            self._ids[name] = dict(zip(map(id, objs), zip(objs, keys, strict=True), strict=True))
+            self._verdicts[name] = dict(zip(keys, verdicts, strict=True))
+
+
+def _same_ends(
+    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+) -> tuple[int, int]:
+    """How many objects at the start, then at the end, of ``new`` are those of ``old`` (the
+    very same objects, in the same places), without counting one twice."""
+    n = min(len(old), len(new))
+    head = next(compress(count(), map(is_not, old, new)), n)
+    rest = n - head
+    tail = next(
+        compress(count(), map(is_not, islice(reversed(old), rest), islice(reversed(new), rest))),
+        rest,
+    )
+    return head, tail
 
 
 class _Converted(Sequence[Self]):
@@ -511,7 +549,7 @@ def check_objects(
         verdicts: list[Verdict | None] = (
             memo.lookup(name, objs, keys) if memo is not None else [None] * len(objs)
         )
-        todo = [objs[i] for i, v in enumerate(verdicts) if v is None]
+        todo = list(compress(objs, map(is_, verdicts, repeat(None))))
         result: Batch | None = Batch()
         if todo:
             job = Job(_judge_objects, (ruleset, name, todo), ruleset)
@@ -535,13 +573,13 @@ def check_objects(
             break
         found_here: list[Diagnostic] = []
         if result.exhausted is None:
-            pending = [i for i, v in enumerate(verdicts) if v is None]
-            for i, found in zip(pending, result.by_self, strict=True):
-                verdicts[i] = tuple(found)
+            if todo:
+                pending = list(compress(count(), map(is_, verdicts, repeat(None))))
+                for i, found in zip(pending, result.by_self, strict=True):
+                    verdicts[i] = tuple(found)
             if memo is not None:
                 memo.replace(name, objs, verdicts, keys)
-            for v in verdicts:
-                found_here.extend(v or ())
+            found_here.extend(chain.from_iterable(filter(None, verdicts)))
         else:
             found_here.extend(d for v in verdicts for d in (v or ()))
             found_here.extend(result.diagnostics)

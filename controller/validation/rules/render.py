@@ -297,7 +297,7 @@ class RuledRenderer:
             return False
         new = 0
         for name, objs in wanted.items():
-            new += sum(v is None for v in self._memo.lookup(name, objs))
+            new += self._memo.lookup(name, objs).count(None)
         return new > MAX_CHEAP_EVALUATIONS
 
     def _blocked_by_objects(self, found: Mapping[str, list[Diagnostic]]) -> dict[str, str]:
