@@ -38,9 +38,10 @@ holds the fragments of the latest call only, one per item.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 from jinja2 import pass_context
@@ -58,6 +59,7 @@ from controller.render.incremental import (
     unchanged,
 )
 from controller.render.keyed import Asking, Keyed, changed_answers, still_answers
+from controller.render.runs import common, scattered
 from controller.render.sameness import SCALARS, SEQUENCES
 from controller.render.snippets import (
     SHARED_NAMES,
@@ -158,7 +160,21 @@ class _Site:
     extra: Any
     call: object
     """A new object whenever the arguments (or ``http``, ``extraContext``) differ."""
-    entries: dict[int, _Entry]
+    items: list[Any]
+    order: list[_Entry]
+    """The call's items and their entries, in order (all of them kept or evaluated under
+    ``call``): the next call with the same arguments finds the places its items differ by
+    identity, in C, and looks at those entries only (see :func:`_unchanged_run`)."""
+    chars: int = 0
+    """What the entries charged the size budget, together."""
+    tokens: tuple[Tokens, ...] = ()
+    """The distinct tokens mappings of the entries that read the store."""
+    special: tuple[int, ...] = ()
+    """Where the entries are that imported modules or whose namespaces are alive."""
+
+    def by_id(self) -> dict[int, _Entry]:
+        """Each item's entry by the item's ``id`` (the last one for an item listed twice)."""
+        return dict(zip(map(id, self.items), self.order, strict=True))
 
 
 def same_argument(a: Any, b: Any) -> bool:
@@ -218,10 +234,10 @@ def fragments(
     changed: dict[str, set[Any]] | None = None
     before = site.call if site is not None else None
     if site is None or site.http is not http or site.extra is not extra:
-        site = _Site(args, http, extra, object(), site.entries if site is not None else {})
+        site = _Site(args, http, extra, object(), *((site.items, site.order) if site else ([], [])))
     elif not same_argument(site.args, args):
         changed = _changed_tables(site.args, args, lookups)
-        site = _Site(args, http, extra, object(), site.entries)
+        site = _Site(args, http, extra, object(), site.items, site.order)
     call = site.call
     asking = Asking()
     tables = {k: Keyed(k, v, asking) for k, v in args.items() if k in lookups and type(v) is dict}
@@ -253,12 +269,10 @@ def fragments(
     # Entries share their tokens mappings (see _Tokens), so what follows is asked once per
     # distinct mapping, not once per item: at 10,000 Ingresses a render keeps 30,000 entries.
     tokens = _Tokens(token_now)
-    given: set[int] = set()
-    pending = 0
-    entries: dict[int, _Entry] = {}
-    out: list[Fragment] = []
-    for item in items:
-        entry = site.entries.get(id(item))
+    pending = fresh = 0
+
+    def keep_or_evaluate(item: Any, entry: _Entry | None) -> _Entry:
+        nonlocal pending, fresh
         if (
             entry is not None
             and entry.item is item
@@ -281,7 +295,7 @@ def fragments(
             and (not entry.used or all(module_now(m) is module for m, module in entry.used))
         ):
             pending += entry.chars
-            if len(entries) % 256 == 0 and meter is not None:
+            if pending >= _CHARGE_AT and meter is not None:
                 meter.charge(pending)
                 pending = 0
             moved = bool(entry.tokens) and tokens.moved(entry.tokens)
@@ -294,33 +308,149 @@ def fragments(
                     tokens.renewed(entry.tokens) if moved else entry.tokens,
                     entry.used, entry.modules, entry.namespaces, entry.chars, entry.asked,
                 )  # fmt: skip
+            return entry
+        if meter is not None and pending:
+            meter.charge(pending)
+            pending = 0
+        entry = evaluate(item)
+        entry.tokens = tokens.shared(entry.tokens)
+        fresh += 1
+        return entry
+
+    run = None
+    if raw is not None and site.order and call is before:
+        run = _unchanged_run(site, items, tokens, module_now)
+    if run is not None:
+        # Only the places where the items differ from the last call's are looked at.
+        seen, at, head, tail = run
+        old = site.order
+        gone = at if at is not None else range(head, len(old) - tail)
+        pending += site.chars - sum(old[i].chars for i in gone)
+        if at is not None:
+            order = list(old)
+            for i in at:
+                order[i] = keep_or_evaluate(seen[i], _find(site, seen[i]))
+            new_at: Sequence[int] = at
         else:
-            if meter is not None and pending:
-                meter.charge(pending)
-                pending = 0
-            entry = evaluate(item)
-            entry.tokens = tokens.shared(entry.tokens)
-            if parent is not None:
-                parent.fresh += 1
-        entries[id(item)] = entry
-        out.append(entry.fragment)
-        if parent is not None:
-            if entry.reads:
-                parent.reads.extend(entry.reads)
-                if id(entry.tokens) not in given:
-                    given.add(id(entry.tokens))
-                    for c in entry.tokens:
-                        if c not in parent.tokens:
-                            parent.tokens[c] = token_now(c)
+            new_at = range(head, len(seen) - tail)
+            found = _finder(site, head, tail, len(new_at))
+            middle = [keep_or_evaluate(seen[i], found(seen[i])) for i in new_at]
+            order = old[:head] + middle + old[len(old) - tail :]
+        fresh_order = [order[i] for i in new_at]
+        chars = site.chars - sum(old[i].chars for i in gone) + sum(map(_CHARS, fresh_order))
+        special = _respecial(site, run, [i for i in new_at if _special(order[i])])
+        distinct = {id(t): t for t in site.tokens}
+        for e in fresh_order:
+            if e.reads:
+                distinct.setdefault(id(e.tokens), e.tokens)
+    else:
+        by_id = site.by_id() if site.order else {}
+        seen, order = [], []
+        for item in items:
+            seen.append(item)
+            order.append(keep_or_evaluate(item, by_id.get(id(item))))
+        chars = sum(map(_CHARS, order))
+        special = tuple(i for i, e in enumerate(order) if _special(e))
+        distinct = {id(e.tokens): e.tokens for e in order if e.reads}
+    if meter is not None and pending:
+        meter.charge(pending)
+    if parent is not None:
+        parent.fresh += fresh
+        parent.reads.extend(chain.from_iterable(map(_READS, order)))
+        for t in distinct.values():
+            for c in t:
+                if c not in parent.tokens:
+                    parent.tokens[c] = token_now(c)
+        for i in special:
+            entry = order[i]
             if entry.used:
                 parent.used.update(entry.used)
                 parent.modules.update(entry.modules)
             if entry.namespaces and parent.created is not None:
                 parent.created.extend(weakref.ref(ns) for ns, _ in entry.namespaces)
-    if meter is not None and pending:
-        meter.charge(pending)
-    sites[name] = _Site(site.args, http, extra, call, entries)
-    return out
+    sites[name] = _Site(
+        site.args, http, extra, call, seen, order, chars, tuple(distinct.values()), special
+    )
+    return list(map(_FRAGMENT, order))
+
+
+_CHARGE_AT = 1 << 16
+"""Kept fragments charge the size budget together, about this many characters at a time."""
+_READS = attrgetter("reads")
+_CHARS = attrgetter("chars")
+_FRAGMENT = attrgetter("fragment")
+_FEW = 8
+"""Up to this many places where a call's items differ from the last call's are looked at one
+by one (:func:`_unchanged_run`); more, and every item between the first and the last is."""
+
+
+def _special(entry: _Entry) -> bool:
+    return bool(entry.used or entry.namespaces)
+
+
+def _unchanged_run(
+    site: _Site,
+    items: Iterable[Any],
+    tokens: _Tokens,
+    module_now: Callable[[str], Any],
+) -> tuple[list[Any], list[int] | None, int, int] | None:
+    """When the last call's entries (same arguments) are all still good for their items —
+    every collection they read holds the very content it held, no namespace of theirs was
+    assigned to, every module they imported is the same object: the items, then the places
+    where they differ from the last call's (positions, when a few in a list of one length)
+    or else the common head and tail around them. None otherwise."""
+    if type(items) is not list and type(items) is not tuple:
+        return None
+    if not all(map(tokens.current, site.tokens)):
+        return None
+    for i in site.special:
+        entry = site.order[i]
+        if entry.namespaces and not intact(entry.namespaces):
+            return None
+        if entry.used and not all(module_now(m) is module for m, module in entry.used):
+            return None
+    seen = list(items)
+    if len(seen) == len(site.items):
+        at = scattered(site.items, seen, _FEW)
+        if at is not None:
+            return seen, at, 0, 0
+    head, tail = common(site.items, seen)
+    return seen, None, head, tail
+
+
+def _find(site: _Site, item: Any) -> _Entry | None:
+    """The last call's entry of this very item, if it had one."""
+    at = next(compress(count(), map(is_, site.items, repeat(item))), None)
+    return None if at is None else site.order[at]
+
+
+def _finder(site: _Site, head: int, tail: int, n: int) -> Callable[[Any], _Entry | None]:
+    """:func:`_find` for the ``n`` items between a common head and tail: a few are looked
+    for one by one; many (an item sorted to far away shifts all those between) in a table
+    of the last call's items between the two. (An item listed in the head or tail too is
+    then evaluated again: the same text and exports, as a new object.)"""
+    if n <= _FEW:
+        return lambda item: _find(site, item)
+    stop = len(site.items) - tail
+    table = dict(zip(map(id, site.items[head:stop]), site.order[head:stop], strict=True))
+    return lambda item: table.get(id(item))
+
+
+def _respecial(
+    site: _Site, run: tuple[list[Any], list[int] | None, int, int], fresh: list[int]
+) -> tuple[int, ...]:
+    """:attr:`_Site.special` after the places of ``run`` changed; ``fresh``: those of them
+    whose new entries are special."""
+    seen, at, head, tail = run
+    if at is not None:
+        return tuple(sorted({*(i for i in site.special if i not in at), *fresh}))
+    shift = len(seen) - len(site.items)
+    stop = len(site.items) - tail
+    return (
+        *(i for i in site.special if i < head),
+        *fresh,
+        *(i + shift for i in site.special if i >= stop),
+    )
 
 
 class _Tokens:

@@ -39,13 +39,15 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterator
-from itertools import chain, compress, count, islice, repeat, starmap
-from operator import attrgetter, is_, is_not, itemgetter
+from itertools import chain, compress, count, repeat, starmap
+from operator import attrgetter, is_, itemgetter
 from typing import Any
 
 from controller.render.filters import Group, none_first
 from controller.render.fragments import Fragment, same_argument
 from controller.render.grown import GrownList, mark_shared
+from controller.render.runs import common as _common
+from controller.render.runs import scattered as _scattered
 from controller.resources import MISSING, FrozenDict
 
 __all__ = [
@@ -67,6 +69,10 @@ MIN_ITEMS = 64
 
 _PER_KEY = 4
 _MAX_KEYS = 512
+_GOOD_ENOUGH = 2
+"""An earlier call whose input differs from this one's by one replaced item (or less) is
+taken without comparing the older ones: each comparison is a pass over the whole list, and
+a memoized filter is called some thirty times per render."""
 
 
 class Unsafe(Exception):
@@ -318,21 +324,6 @@ class Match:
         return q if q < self.head or self.head < 0 else q + self.shift
 
 
-def _scattered(old: list[Any], new: list[Any], limit: int) -> list[int] | None:
-    """The positions where two lists of one length hold other objects, if at most ``limit``."""
-    at = list(islice(compress(count(), map(is_not, old, new)), limit + 1))
-    return at if len(at) <= limit else None
-
-
-def _common(old: list[Any], new: list[Any]) -> tuple[int, int]:
-    n = min(len(old), len(new))
-    head = next(compress(count(), map(is_not, old, new)), n)
-    if head == n:
-        return head, 0
-    tail = next(compress(count(), map(is_not, reversed(old), reversed(new))), n)
-    return head, min(tail, n - head)
-
-
 class ListMemos:
     """The memo of one environment (one renderer), shared by its renders.
 
@@ -362,6 +353,8 @@ class ListMemos:
                     continue
             if best is None or match.changed < best.changed:
                 best = match
+                if match.changed <= _GOOD_ENOUGH:
+                    break  # the latest calls come first: older ones cannot differ much less
         return best
 
     def latest(self, key: Hashable, args: Any) -> _Entry | None:
