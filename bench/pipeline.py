@@ -140,6 +140,7 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
     from controller.resources import Store
     from controller.spec.loader import load_config
     from controller.validation import Pipeline, StageContext
+    from controller.validation.gcpause import GcPause
 
     if (repeat + 1) * n > 250 * 254:
         raise SystemExit("--ingresses x (--repeat + 1) is too large for distinct addresses")
@@ -170,11 +171,16 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
             p.overlap = False  # otherwise the pipeline's own choice (on with a second CPU)
         return p
 
-    async def judged(p: Pipeline, render: Any) -> dict[str, float]:
+    async def judged(p: Pipeline, render: Any, held: Any = None) -> dict[str, float]:
         """The report's timings, plus ``haproxyAloneMs``: the same haproxy stage run again on
         its own right after, the denominator of the overhead ratio (an overlapped run shares
-        the CPUs, so its own ``haproxyMs`` may be longer than haproxy alone takes)."""
-        report = await p.validate(render)
+        the CPUs, so its own ``haproxyMs`` may be longer than haproxy alone takes). ``held``:
+        a pause of the collector begun before the render, ended at the verdict."""
+        try:
+            report = await p.validate(render)
+        finally:
+            if held is not None:
+                held.end()
         if not report.valid:
             from controller.validation import format_report
 
@@ -226,9 +232,12 @@ async def _measure(n: int, haproxy: str | None, repeat: int, overlap: bool) -> d
     start = repeat * n
     for k in range(repeat):
         store.apply("ingresses", ingress(start + k % n, variant=k + 1))
+        # As the controller's evaluate() does: one pause of the collector from the render to
+        # the verdict (the pipeline has what the render left examined while haproxy -c runs).
+        held = GcPause().begin()
         changed = renderer.render(store.snapshot())
         warm_renders.append(changed.render_ms)
-        warm.append(await judged(p, changed))
+        warm.append(await judged(p, changed, held))
 
     med = _median(cold)
     return {

@@ -47,7 +47,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["GcPause", "paused_gc"]
+__all__ = ["GcPause", "collect_young", "paused_gc"]
 
 _lock = threading.Lock()
 _depth = 0
@@ -107,3 +107,20 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         pause.end()
+
+
+def collect_young() -> None:
+    """Examine, once, the young objects the pauses kept from the collector, now: the
+    pipeline calls this once ``haproxy -c`` runs, when this thread would otherwise wait.
+
+    A render of the quickstart at 10,000 Ingresses with one Ingress changed leaves only some
+    750 new containers alive, but they hold 1.2 million references (its lists and tables of
+    10,000-20,000 entries), and the first collection after the render walks them all: 20-30
+    ms. :func:`controller.validation.service.evaluate` holds one pause from the render to the
+    verdict, so that walk happens here, beside ``haproxy -c`` on the other CPU, instead of at
+    the end of the render, on the way to the verdict. Nothing happens when no pause is held,
+    or when the collector was off before the first one began (then it stays off)."""
+    with _lock:
+        due = _depth > 0 and _resume
+    if due:
+        gc.collect(0)

@@ -375,7 +375,11 @@ class Pipeline:
                 if self.overlap and index == self._window.start and len(self._window) > 1:
                     # Everything before the window passed: the candidate may reach haproxy.
                     window_started = time.perf_counter()
-                    ahead.update(self._speculate(ctx, started=ahead, reused=reused))
+                    started = self._speculate(ctx, started=ahead, reused=reused)
+                    ahead.update(started)
+                    if self._checks(started):
+                        await asyncio.sleep(0)  # the tasks' first steps: haproxy -c spawned
+                        gcpause.collect_young()  # while it runs (see there)
                 elif (
                     self.overlap
                     and index + 1 == self._window.start
@@ -389,6 +393,8 @@ class Pipeline:
                     ahead = self._start_early(ctx)
                     await asyncio.sleep(0)  # the tasks' first steps spawn their processes
                     early_ms = _ms(early)
+                    if self._checks(ahead):
+                        gcpause.collect_young()  # while haproxy -c runs (see there)
                 if known is not None:
                     # These bytes passed this stage before (see _reusable): what it found then.
                     if progress.record(stage, known.outcome(), None, opts):
@@ -453,6 +459,10 @@ class Pipeline:
                 break
             out[index] = found
         return out
+
+    def _checks(self, started: Mapping[int, object]) -> bool:
+        """Is ``haproxy -c`` among the stages just started?"""
+        return any(self.stages[i].phase is Phase.HAPROXY for i in started)
 
     def _start_early(
         self, ctx: StageContext

@@ -34,6 +34,7 @@ from controller.observability import get_logger
 from controller.render import FileSet, RenderResult
 from controller.resources import StoreView
 from controller.spec import HAProxyTemplateConfigSpec
+from controller.validation.gcpause import MAX_PAUSE_S, GcPause
 from controller.validation.options import ValidationOptions
 from controller.validation.report import ReportMetadata, ReportStatus, ValidationReport
 from controller.validation.validated import ValidatedFileSet
@@ -200,13 +201,26 @@ async def evaluate(
     if extra_context is not None:
         kwargs["extra_context"] = extra_context
     render_call = functools.partial(engine.renderer.render, view, **kwargs)
+    # One pause of the collector from the render to the verdict: the pipeline has the young
+    # objects the render left examined once haproxy -c runs (see gcpause.collect_young).
+    # It begins past the gate, so requests that wait there do not hold the collector off,
+    # and it lasts MAX_PAUSE_S at most, as the pipeline's own does.
+    pause = GcPause()
+    limit: asyncio.TimerHandle | None = None
     try:
-        async with gate if gate is not None else contextlib.nullcontext():
-            render = await asyncio.to_thread(render_call)
-    except Exception as exc:
-        _log.exception("renderer raised")
-        report = failure_report("F0001", Phase.RENDER, f"the renderer raised {exc!r}")
-        return None, verdict(report, None)
-    if options is None:
-        return render, await engine.pipeline.check(render)
-    return render, await engine.pipeline.check(render, options=options)
+        try:
+            async with gate if gate is not None else contextlib.nullcontext():
+                pause.begin()
+                limit = asyncio.get_running_loop().call_later(MAX_PAUSE_S, pause.end)
+                render = await asyncio.to_thread(render_call)
+        except Exception as exc:
+            _log.exception("renderer raised")
+            report = failure_report("F0001", Phase.RENDER, f"the renderer raised {exc!r}")
+            return None, verdict(report, None)
+        if options is None:
+            return render, await engine.pipeline.check(render)
+        return render, await engine.pipeline.check(render, options=options)
+    finally:
+        if limit is not None:
+            limit.cancel()
+        pause.end()

@@ -1,0 +1,138 @@
+"""When the collector examines what a render left: once haproxy -c runs, not on the way there.
+
+``evaluate`` holds one pause of the collector from the render to the verdict, and the
+pipeline examines the young objects (:func:`gcpause.collect_young`) once ``haproxy -c`` has
+been started, so the walk over the render's large lists overlaps the check instead of
+delaying it. These tests watch the collector's own callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from controller.diagnostics import Phase
+from controller.render import RenderResult
+from controller.validation import Pipeline, gcpause
+from controller.validation.service import Engine, evaluate
+from controller.validation.stage import StageContext, StageOutcome
+from tests.validation.pipeline.pipeline_kit import ALL, CFG, FakeStage, render_of
+
+
+@pytest.fixture
+def collections() -> Iterator[list[tuple[int, str]]]:
+    """(generation, what was running) of every collection while the test runs."""
+    seen: list[tuple[int, str]] = []
+
+    def watch(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            seen.append((info["generation"], "+".join(sorted(_RUNNING)) or _NOW[0]))
+
+    gc.collect()
+    gc.callbacks.append(watch)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(watch)
+
+
+_NOW = ["idle"]
+"""What the test's renderer did last (read by the collector's callback)."""
+_RUNNING: set[str] = set()
+"""The stages running now."""
+
+
+@dataclass
+class _Marking(FakeStage):
+    """A stage that says when it runs, and allocates enough for the collector to be due."""
+
+    def run(self, ctx: StageContext) -> Any:
+        async def go() -> StageOutcome:
+            _RUNNING.add(self.phase.value)
+            await asyncio.sleep(0.02)
+            _RUNNING.discard(self.phase.value)
+            _NOW[0] = f"after {self.phase.value}"
+            return StageOutcome()
+
+        return go()
+
+
+@dataclass
+class _Renderer:
+    """Leaves many young containers alive, as a render does (its lists and tables)."""
+
+    kept: list[Any] = field(default_factory=list)
+
+    def render(self, view: Any, **_: Any) -> RenderResult:
+        _NOW[0] = "render"
+        self.kept = [[k] for k in range(5_000)]  # far past the collector's threshold
+        _NOW[0] = "after render"
+        return render_of(CFG)
+
+
+@dataclass
+class _Engine:
+    renderer: _Renderer
+    pipeline: Pipeline
+
+
+def _pipeline() -> Pipeline:
+    return Pipeline([_Marking(p) for p in ALL], haproxy_version=None, cache=None, overlap=True)
+
+
+async def test_what_the_render_left_is_examined_once_haproxy_runs(
+    collections: list[tuple[int, str]],
+) -> None:
+    assert gc.isenabled()
+    engine: Engine = _Engine(_Renderer(), _pipeline())  # type: ignore[assignment]
+    _, verdict = await evaluate(engine, None)  # type: ignore[arg-type]
+    assert verdict.report.valid
+    assert gc.isenabled()
+    young = [where for generation, where in collections if generation == 0]
+    assert young, "the render's objects were never examined"
+    assert "haproxy" in young[0].split("+"), young  # not after the render, nor before the check
+    assert "after render" not in young
+
+
+async def test_without_a_pause_the_render_leaves_its_objects_to_the_next_allocation(
+    collections: list[tuple[int, str]],
+) -> None:
+    """What the pause changes: the same renderer, called alone, is walked at once."""
+    _Renderer().render(None)
+    assert [w for g, w in collections if g == 0][:1] == ["render"]
+
+
+def test_collect_young_needs_a_pause_and_a_collector_that_was_on(
+    collections: list[tuple[int, str]],
+) -> None:
+    gcpause.collect_young()
+    assert collections == []  # no pause held: the collector runs on its own anyway
+    with gcpause.paused_gc():
+        gcpause.collect_young()
+    assert [g for g, _ in collections] == [0]
+    collections.clear()
+    gc.disable()
+    try:
+        with gcpause.paused_gc():
+            gcpause.collect_young()
+    finally:
+        gc.enable()
+    assert collections == []  # off before the pause: it stays off
+
+
+async def test_no_check_no_early_collection(collections: list[tuple[int, str]]) -> None:
+    """A pipeline without haproxy -c leaves the walk until after the verdict."""
+    p = Pipeline(
+        [_Marking(Phase.SYNTAX), _Marking(Phase.SCHEMA)],
+        haproxy_version=None,
+        cache=None,
+        overlap=True,
+    )
+    engine: Engine = _Engine(_Renderer(), p)  # type: ignore[assignment]
+    await evaluate(engine, None)  # type: ignore[arg-type]
+    assert [w for g, w in collections if g == 0][:1] == ["after schema"]
