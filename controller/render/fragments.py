@@ -85,6 +85,9 @@ class Fragment:
     def __init__(self, exports: dict[str, Any], text: Traced) -> None:
         self._exports = exports
         self._text = text
+        src = text._src
+        if type(src) is list and src:
+            text._src = _lean_origin(src)
 
     def __str__(self) -> str:
         return self._text
@@ -105,6 +108,26 @@ class Fragment:
 
     def __repr__(self) -> str:
         return f"<fragment {', '.join(self._exports)}>"
+
+
+_SHAPE = "x"
+"""Stands for a piece of unknown origin without a newline in a kept fragment's origin."""
+
+
+def _lean_origin(pieces: list[str]) -> list[str]:
+    """A fragment's pieces as :func:`controller.render.trace.line_sources` needs them: of a
+    piece of unknown origin (a value, not template text or a marker) it reads only whether it
+    is empty, how many newlines it holds and whether it ends with one. So one that holds none
+    becomes one shared string and an empty one is left out; the others stay. The fragment's
+    text is joined already, and its lines keep their locations.
+
+    Why: those values' strings stayed alive only here, for as long as the fragment is kept:
+    at 10,000 backends 60,000 server lines and names, 4.6 MB. The list returned is exactly as
+    long as it needs to be (a rendered body's list is over-allocated)."""
+    lean = [
+        p if type(p) is Traced or "\n" in p else _SHAPE for p in pieces if p or type(p) is Traced
+    ]
+    return lean[:]
 
 
 class _Entry:

@@ -1,0 +1,103 @@
+"""What a kept fragment holds: its text's origin without the values' own strings, and the
+source map exactly as before (``controller.render.fragments._lean_origin``)."""
+
+from __future__ import annotations
+
+import gc
+import random
+from typing import Any
+
+import pytest
+
+import controller.render.fragments as fragments_mod
+from controller.diagnostics import TemplateLocation
+from controller.render import Renderer
+from controller.render.trace import Traced, line_sources
+from controller.resources import Store
+from tests.render.render_kit import service, spec, text
+
+# Values with and without newlines, an empty value, a value ending in a newline, a macro's
+# result (a joined, traced piece) and an include: every kind of piece a body holds.
+PER_SVC = (
+    "{% macro two(x) %}m1 {{ x }}\nm2 {{ x }}{% endmacro %}"
+    "# {{ s.metadata.name }}{{ '' }}\n"
+    "server {{ s.spec.ports[0].port }} {{ 'a\\nb' }}\n"
+    "{{ 'tail\\n' }}{{ two(s.metadata.name) }}\n"
+    "{% include 'inc' %}"
+)
+INC = "inc {{ s.metadata.name ~ '\\n\\n' }}x\n"
+CONFIG = (
+    "global\n{% for f in fragments('per-svc', resources.services.list(), 's') %}"
+    "{{ f }}{% endfor %}end\n"
+)
+
+
+def _render_twice() -> list[tuple[str, list[Any]]]:
+    s = spec(CONFIG, snippets={"per-svc": PER_SVC, "inc": INC})
+    store = Store.from_spec(s)
+    for i in range(3):
+        store.apply("services", service(f"svc-{i}", 80 + i))
+    r = Renderer(s)
+    out = []
+    for _ in range(2):  # evaluated, then kept
+        result = r.render(store.snapshot())
+        out.append((text(result), list(result.source_map.lines["haproxy.cfg"])))
+    return out
+
+
+def test_the_source_map_is_the_one_the_whole_pieces_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    lean = _render_twice()
+    monkeypatch.setattr(fragments_mod, "_lean_origin", lambda pieces: pieces)
+    whole = _render_twice()
+    assert lean == whole
+    rendered, lines = lean[0]
+    assert rendered.count("\n") == len(lines) and "server 81 a\nb\n" in rendered
+    assert {loc.template for loc in lines if loc} == {"haproxy.cfg", "per-svc", "inc"}
+
+
+def test_a_kept_fragment_holds_no_value_strings() -> None:
+    gc.collect()  # other tests' fragments
+    s = spec(CONFIG, snippets={"per-svc": PER_SVC, "inc": INC})
+    store = Store.from_spec(s)
+    store.apply("services", service("svc-0", 80))
+    r = Renderer(s)
+    r.render(store.snapshot())
+    found = [o for o in gc.get_objects() if type(o) is fragments_mod.Fragment]
+    assert found
+    for f in found:
+        src = f._text._src
+        assert type(src) is list
+        plain = [p for p in src if type(p) is not Traced]
+        assert plain and all(p == fragments_mod._SHAPE or "\n" in p for p in plain)
+        assert "svc-0\n\n" in plain  # a value with newlines stays as it is
+        assert "svc-0" not in plain and "80" not in plain and "" not in plain
+
+
+def _random_pieces(rng: random.Random, depth: int = 0) -> list[str]:
+    loc = TemplateLocation(template="t", line=rng.randint(1, 9))
+    out: list[str] = []
+    for _ in range(rng.randint(0, 8)):
+        kind = rng.randrange(5 if depth < 2 else 4)
+        word = rng.choice(["", "a", "\n", "ab\n", "\na", "a\nb\nc", "\n\n", "x\n\n"])
+        if kind == 0:
+            out.append(word)  # a value: unknown origin
+        elif kind == 1:
+            out.append(Traced("", (loc,)))  # a marker
+        elif kind == 2:
+            n = word.count("\n")
+            out.append(Traced(word, tuple(loc for _ in range(n + 1))))  # template text
+        elif kind == 3:
+            out.append(Traced(word, None))  # traced, origin unknown
+        else:
+            inner = _random_pieces(rng, depth + 1)
+            out.append(Traced("".join(inner), inner))  # a macro's or block's result
+    return out
+
+
+def test_lean_pieces_give_every_line_the_same_location() -> None:
+    rng = random.Random(20)
+    for _ in range(3_000):
+        pieces = _random_pieces(rng)
+        lean = fragments_mod._lean_origin(pieces)
+        assert line_sources(lean) == line_sources(pieces)
+        assert len(lean) <= len(pieces)
