@@ -123,7 +123,10 @@ class CollectionConfig:
                     object=object_ref(obj),
                 ),
             )
-        return Entry(tuple(parts), key, frozen), diags
+        index = tuple(parts)
+        if index == key:
+            index = key  # indexed by namespace and name (the default): one tuple, not two
+        return Entry(index, key, frozen), diags
 
 
 def _display(key: ObjectKey) -> str:
