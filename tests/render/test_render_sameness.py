@@ -77,3 +77,30 @@ def test_a_macro_closing_over_a_different_value_differs() -> None:
 
 def test_module_text_counts() -> None:
     assert not _same("{{ v }}", {"v": 1}, {"v": 2})
+
+
+@pytest.mark.parametrize("where", [0, 50, 99])
+def test_a_long_list_of_stored_objects_matches_item_by_item(where: int) -> None:
+    """A long list of stored objects (the Ingresses of our class) is compared in C where its
+    items are the same objects: one other object anywhere still makes it differ, the very
+    same objects match, and so do lists that differ only in equal scalars."""
+    objs = [freeze({"metadata": {"name": f"o-{i}"}}) for i in range(100)]
+    other = list(objs)
+    other[where] = freeze({"metadata": {"name": f"o-{where}"}})
+    source = "{% set items = v %}"
+    assert _same(source, {"v": objs}, {"v": list(objs)})
+    assert not _same(source, {"v": objs}, {"v": other})
+    mixed = [*objs[:50], "x" * 3, *objs[50:]]
+    assert _same(source, {"v": mixed}, {"v": [*objs[:50], "".join("xxx"), *objs[50:]]})
+    assert not _same(source, {"v": mixed}, {"v": [*objs[:50], "xxy", *objs[50:]]})
+
+
+def test_a_long_list_holding_the_same_container_twice_is_paired() -> None:
+    """Containers in a long list are still paired one to one, also when both modules hold
+    the very same one: the same list twice is not that list and an equal one."""
+    x, y = [1], [1]
+    head = [str(i) for i in range(100)]
+    source = "{% set items = v %}"
+    assert _same(source, {"v": [*head, x, x]}, {"v": [*head, x, x]})
+    assert not _same(source, {"v": [*head, x, x]}, {"v": [*head, x, y]})
+    assert not _same(source, {"v": [*head, x, y]}, {"v": [*head, x, x]})
