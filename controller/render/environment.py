@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from functools import partial
 from types import BuiltinMethodType, FunctionType, MethodType
 from typing import Any
 
@@ -36,9 +37,17 @@ from controller.diagnostics import TemplateLocation
 from controller.render.budget import metered_loop
 from controller.render.context import Resources
 from controller.render.fragments import Fragment, fragments
-from controller.render.grown import grow, mark_shared
-from controller.render.incremental import tracked_namespace
-from controller.render.trace import Traced, TracingCodeGenerator, join_traced, to_text
+from controller.render.grown import GrownList, grow, mark_shared
+from controller.render.incremental import TracingCollection, tracked_namespace
+from controller.render.keyed import Keyed
+from controller.render.trace import (
+    DIRECT_METHODS,
+    Traced,
+    TracingCodeGenerator,
+    counted,
+    join_traced,
+    to_text,
+)
 from controller.resources import FrozenDict
 
 MAX_RANGE = 100_000
@@ -51,6 +60,16 @@ _RESOURCES_ATTRS = frozenset(dir(Resources))
 """Names a collection of ``resources`` may have and still not be what ``resources.<name>``
 finds (a method of the mapping is found first)."""
 _ABSENT: Any = object()
+
+_DIRECT: dict[str, frozenset[type]] = {
+    "get": frozenset({dict, FrozenDict, Keyed, TracingCollection}),
+    **{m: frozenset({TracingCollection}) for m in DIRECT_METHODS - {"get"}},
+}
+"""For each method the generated code may call directly (trace.DIRECT_METHODS), the exact
+receiver types on which the sandbox would do just that: the method is a public attribute
+of a type that is neither internal nor a known mutable, so ``getattr`` finds it safe, and
+it is a builtin method or a plain Python method (no ``pass_*``, not marked unsafe), so
+``call`` calls it as it is."""
 _SAFE_CACHE_SIZE = 4096
 
 SYNC_VARIANTS = (
@@ -139,6 +158,12 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self.htc_loop = metered_loop
         self.htc_mappings: frozenset[type] = frozenset(_ITEM_FIRST)
         self.htc_mapping_attrs = frozenset().union(*_TYPE_ATTRS.values())
+        self.htc_fragment = Fragment
+        self.htc_mark = mark_shared
+        self.htc_glist = GrownList
+        self.htc_counted = counted
+        self.htc_direct = _DIRECT
+        self.htc_namespace = tracked_namespace
 
     # -- hooks the generated template code calls -------------------------------------------
 
@@ -162,6 +187,12 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
 
     def htc_marker(self, template: str | None, line: int) -> Traced:
         return Traced("", (self.location(template or "<template>", line),))
+
+    def htc_later(self, context: Context, obj: Any, **extra: Any) -> Callable[..., Any]:
+        """``environment.call(context, obj, *args, **extra, **kwargs)`` once called with the
+        arguments: a method call whose receiver the generated code does not call directly
+        (see ``TracingCodeGenerator.visit_Call``)."""
+        return partial(self.call, context, obj, **extra)
 
     # -- sandbox policy ----------------------------------------------------------------------
 
@@ -189,7 +220,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                 return mark_shared(object.__getattribute__(obj, "_Namespace__attrs")[attribute])
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
-        if tp is Fragment:
+        if tp is Fragment and not attribute.startswith("_"):
             try:
                 return obj[attribute]
             except KeyError:

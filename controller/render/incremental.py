@@ -263,11 +263,27 @@ class TracingCollection:
     def list(self) -> builtins.list[Any]:
         return list(self._call("list", ()))
 
+    def _read(self, op: str, method: Any, keys: tuple[Any, ...]) -> Any:
+        """:meth:`_call` for an operation whose method is given (no lookup by name, no
+        ``_ask``): ``fetch`` and ``get_single``, made once or twice per object per render.
+        The same read, recorded the same way."""
+        try:
+            answer = method(*keys)
+        except Exception as exc:
+            _record(self.name, self._token, op, keys, _Raised(exc))
+            raise
+        rec = _RECORDER.get()
+        if rec is not None:
+            rec.reads.append((self.name, op, keys, answer))
+            if self.name not in rec.tokens:
+                rec.tokens[self.name] = self._token
+        return answer
+
     def fetch(self, *keys: Any) -> builtins.list[Any]:
-        return list(self._call("fetch", keys))
+        return list(self._read("fetch", self._view.fetch, keys))
 
     def get_single(self, *keys: Any) -> Any:
-        return self._call("get_single", keys)
+        return self._read("get_single", self._view.get_single, keys)
 
     def get(self, key: Any) -> Any:
         return self._call("get", (key,))

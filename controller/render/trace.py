@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import keyword
 import typing as t
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import count
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.idtracking import VAR_LOAD_RESOLVE
+from jinja2.runtime import Context
 
 from controller.diagnostics import TemplateLocation
 from controller.render.budget import BudgetExceeded, current
@@ -146,6 +149,63 @@ _GROW_HOOK = "htc_grow"
 _OWN_BUFFER = (nodes.For, nodes.Macro, nodes.CallBlock, nodes.FilterBlock, nodes.AssignBlock)
 """Nodes whose text is charged on their own (their loop, or the join of their buffer)."""
 
+DIRECT_METHODS = frozenset({"get", "get_single", "fetch", "list", "entries", "entry"})
+"""Methods a call may reach without ``environment.getattr`` and ``environment.call`` when
+the receiver's exact type is one the environment lists for that name (``htc_direct``)."""
+
+_LOOP_ATTRS = frozenset(
+    {"index0", "index", "first", "last", "length", "revindex", "revindex0", "depth", "depth0"}
+    | {"previtem", "nextitem"}
+)
+"""Attributes of a ``LoopContext`` read directly (each a plain attribute or property)."""
+
+_COUNTED = {"index0": "{}", "index": "({} + 1)", "first": "({} == 0)"}
+"""What ``loop.<attr>`` is in a loop that counts instead of making a ``LoopContext``
+(its ``loop`` variable is then the item's index0)."""
+
+_HIDES_LOOP = (
+    nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends, nodes.Block, nodes.Macro,
+    nodes.CallBlock,
+)  # fmt: skip
+"""Nodes that may see ``loop`` other than as written in the body (or define a new scope)."""
+
+_LOOP_CONTEXT = " in LoopContext("
+
+
+def counted(iterable: Iterable[t.Any], undefined: t.Any) -> Iterator[tuple[t.Any, int]]:
+    """A counting loop's iterable: (item, index0) pairs, iterated as LoopContext would."""
+    return zip(iter(iterable), count())
+
+
+def counted_loop(node: nodes.For) -> bool:
+    """Does the loop read ``loop`` only as ``loop.index0``, ``loop.index`` or ``loop.first``
+    in its body (then nothing else of a LoopContext can be observed)?"""
+    if node.recursive:
+        return False
+    for part in (node.test, *node.else_):
+        if part is not None and any(n.name == "loop" for n in part.find_all(nodes.Name)):
+            return False
+    used = False
+    todo: list[tuple[nodes.Node, nodes.Node | None]] = [(n, None) for n in node.body]
+    while todo:
+        n, parent = todo.pop()
+        if isinstance(n, _HIDES_LOOP):
+            return False
+        if isinstance(n, nodes.NSRef) and n.name == "loop":
+            return False
+        if isinstance(n, nodes.Name) and n.name == "loop":
+            if not (
+                n.ctx == "load"
+                and isinstance(parent, nodes.Getattr)
+                and parent.node is n
+                and parent.ctx == "load"
+                and parent.attr in _COUNTED
+            ):
+                return False
+            used = True
+        todo.extend((c, n) for c in n.iter_child_nodes())
+    return used
+
 
 def literal_text(body: Iterable[nodes.Node]) -> int:
     """Characters of literal template text one pass through ``body`` can output at most."""
@@ -172,6 +232,10 @@ class TracingCodeGenerator(CodeGenerator):
     def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
         super().__init__(*args, **kwargs)
         self._htc_consts: list[str] = []
+        self._htc_methods: set[str] = set()
+        self._htc_count_next = False
+        self._htc_counting: set[str] = set()
+        """The ``loop`` identifiers of the counting loops whose code is being written."""
 
     def _htc_const(self, expr: str) -> str:
         ident = f"t_htc{len(self._htc_consts)}"
@@ -182,6 +246,14 @@ class TracingCodeGenerator(CodeGenerator):
         super().visit_Template(node, frame)
         self.writeline("t_htc_str = environment.htc_text")
         self.writeline("t_htc_maps = environment.htc_mappings")
+        self.writeline("t_htc_frag = environment.htc_fragment")
+        self.writeline("t_htc_mark = environment.htc_mark")
+        self.writeline("t_htc_glist = environment.htc_glist")
+        self.writeline("t_htc_oga = object.__getattribute__")
+        self.writeline("t_htc_counted = environment.htc_counted")
+        self.writeline("t_htc_namespace = environment.htc_namespace")
+        for name in sorted(self._htc_methods):
+            self.writeline(f"t_htc_dm_{name} = environment.htc_direct[{name!r}]")
         for line in self._htc_consts:
             self.writeline(line)
 
@@ -200,17 +272,63 @@ class TracingCodeGenerator(CodeGenerator):
             lineno=node.lineno,
         )
         copy.environment = node.environment
-        super().visit_For(copy, frame)
+        # A loop whose body reads only loop.index0/index/first counts its items instead of
+        # making a LoopContext (see write() and visit_Getattr).
+        self._htc_count_next = not self.environment.is_async and counted_loop(node)
+        before = set(self._htc_counting)
+        try:
+            super().visit_For(copy, frame)
+        finally:
+            self._htc_count_next = False
+            self._htc_counting = before
+
+    def write(self, x: str) -> None:
+        """Jinja2's, except that the head of a counting loop (visit_For) iterates
+        :func:`counted` instead of a LoopContext, and its ``loop`` is the item's index0."""
+        if self._htc_count_next and x.endswith(_LOOP_CONTEXT) and x.startswith(", "):
+            self._htc_count_next = False
+            ref = x[2 : -len(_LOOP_CONTEXT)]
+            self._htc_counting.add(ref)
+            x = f", {ref} in t_htc_counted("
+        super().write(x)
+
+    def enter_frame(self, frame: Frame) -> None:
+        """Jinja2's, with each name looked up in the context written out as
+        ``Context.resolve_or_missing`` does it (one call less per name, per loop pass)."""
+        loads = frame.symbols.loads
+        if (
+            self.environment.context_class is not Context
+            or self._context_reference_stack[-1] != "context"
+        ):
+            super().enter_frame(frame)
+            return
+        resolved = {k: v for k, v in loads.items() if v[0] == VAR_LOAD_RESOLVE}
+        for target, (_, param) in resolved.items():
+            key = repr(param)
+            self.writeline(
+                f"{target} = (context.vars[{key}] if {key} in context.vars else "
+                f"context.parent[{key}] if {key} in context.parent else missing)"
+            )
+        frame.symbols.loads = {k: v for k, v in loads.items() if k not in resolved}
+        try:
+            super().enter_frame(frame)
+        finally:
+            frame.symbols.loads = loads
 
     def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
-        """Two calls skip ``environment.call``.
+        """Some calls skip ``environment.call``.
 
         * The loop hook: no sandbox check is needed for our own function, and the generic
           call would cost ~6 µs per loop. Templates cannot spell an environment attribute,
           so only :meth:`visit_For` makes such a call.
-        * A method of ``str`` (``path.rstrip('/')``) called on an exact ``str``: the sandbox
-          would look the method up, find it safe and call it with the same arguments; this
-          emits that outcome inline, and anything else takes the generic call.
+        * A method of ``str`` (``path.rstrip('/')``) called on an exact ``str``, and a
+          method of :data:`DIRECT_METHODS` (``table.get(key)``,
+          ``resources.services.get_single(ns, name)``) called with positional arguments on
+          a receiver of a type the environment lists for it (``htc_direct``): the sandbox
+          would look the method up, find it safe and call it with the same arguments.
+          This emits that outcome inline; on any other receiver, the lookup and the call
+          Jinja2 emits (``environment.htc_later`` holds the looked-up callable until the
+          arguments are evaluated, so each argument is written, and evaluated, once).
         """
         callee = node.node
         if isinstance(callee, nodes.EnvironmentAttribute) and callee.name == _LOOP_HOOK:
@@ -221,67 +339,151 @@ class TracingCodeGenerator(CodeGenerator):
             self.visit(chars, frame)
             self.write(")")
             return
-        if not forward_caller and self._plain_str_call(node):
-            assert isinstance(callee, nodes.Getattr)
-            self.write(f"(t_htc_s.{callee.attr}(")
-            for i, arg in enumerate([*node.args, *node.kwargs]):
-                if i:
-                    self.write(", ")
-                if isinstance(arg, nodes.Keyword):
-                    self.write(f"{arg.key}=")
-                    arg = arg.value
-                self.visit(arg, frame)
-            self.write(") if type(t_htc_s := ")
-            self.visit(callee.node, frame)
-            # Otherwise the call Jinja2 emits, on the object just evaluated.
-            self.write(
-                f") is str else environment.call(context, environment.getattr(t_htc_s, {callee.attr!r})"
-            )
-            extra = {"_loop_vars": "_loop_vars"} if frame.loop_frame else {}
-            if frame.block_frame:
-                extra["_block_vars"] = "_block_vars"
-            self.signature(node, frame, extra or None)
-            self.write("))")
+        if not forward_caller and self._namespace_call(node):
+            # namespace(...): the environment's own function, which its call() would call
+            # as it is; anything else under that name takes the generic call.
+            self.write("(t_htc_f if (t_htc_f := ")
+            self.visit(callee, frame)
+            self.write(") is t_htc_namespace else environment.htc_later(context, t_htc_f")
+            self._later_extras(frame)
+            self._arguments(node, frame)
             return
-        super().visit_Call(node, frame, forward_caller=forward_caller)
+        test = self._direct_test(node) if not forward_caller else None
+        if test is None:
+            super().visit_Call(node, frame, forward_caller=forward_caller)
+            return
+        assert isinstance(callee, nodes.Getattr)
+        attr = callee.attr
+        self.write(f"(t_htc_c.{attr} if type(t_htc_c := ")
+        self.visit(callee.node, frame)
+        self.write(
+            f"){test} else environment.htc_later(context, environment.getattr(t_htc_c, {attr!r})"
+        )
+        self._later_extras(frame)
+        self._arguments(node, frame)
 
-    def _plain_str_call(self, node: nodes.Call) -> bool:
+    def _later_extras(self, frame: Frame) -> None:
+        """The end of an ``environment.htc_later`` call: the keyword arguments Jinja2's
+        generic call passes (the loop's and block's variables)."""
+        if frame.loop_frame:
+            self.write(", _loop_vars=_loop_vars")
+        if frame.block_frame:
+            self.write(", _block_vars=_block_vars")
+        self.write("))")
+
+    def _arguments(self, node: nodes.Call, frame: Frame) -> None:
+        self.write("(")
+        for i, arg in enumerate([*node.args, *node.kwargs]):
+            if i:
+                self.write(", ")
+            if isinstance(arg, nodes.Keyword):
+                self.write(f"{arg.key}=")
+                arg = arg.value
+            self.visit(arg, frame)
+        self.write(")")
+
+    def _plain_keywords(self, node: nodes.Call) -> bool:
+        """Keyword arguments that can be written as they are, and never clash with the
+        ones the generic call adds."""
+        return all(
+            k.key.isidentifier() and not keyword.iskeyword(k.key) and not k.key.startswith("_")
+            for k in node.kwargs
+        )
+
+    def _namespace_call(self, node: nodes.Call) -> bool:
         callee = node.node
         return (
-            isinstance(callee, nodes.Getattr)
+            isinstance(callee, nodes.Name)
+            and callee.name == "namespace"
             and callee.ctx == "load"
-            and callee.attr in _STR_METHODS
             and node.dyn_args is None
             and node.dyn_kwargs is None
-            and all(k.key.isidentifier() and not keyword.iskeyword(k.key) for k in node.kwargs)
+            and self._plain_keywords(node)
             and not self.environment.is_async
         )
 
-    def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
-        """``obj.name`` on a stored object without a call into the environment.
+    def _direct_test(self, node: nodes.Call) -> str | None:
+        """For a call :meth:`visit_Call` may make directly, the test its receiver's type
+        must pass (`` is str``); else None."""
+        callee = node.node
+        if (
+            not isinstance(callee, nodes.Getattr)
+            or callee.ctx != "load"
+            or node.dyn_args is not None
+            or node.dyn_kwargs is not None
+            or self.environment.is_async
+        ):
+            return None
+        if callee.attr in _STR_METHODS and self._plain_keywords(node):
+            return " is str"
+        if callee.attr in DIRECT_METHODS and not node.kwargs:
+            self._htc_methods.add(callee.attr)
+            return f" in t_htc_dm_{callee.attr}"
+        return None
 
-        For the exact mapping types in ``environment.htc_mappings`` and a name that is not an
-        attribute of those types (decided here, at compile time), Jinja2's sandboxed
-        ``getattr`` would fail the attribute lookup and return the item; this emits that
-        outcome inline. Everything else, including a missing key, goes through
-        ``environment.getattr`` as usual.
+    def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
+        """``obj.name`` without a call into the environment, for the types whose reads the
+        sandbox's ``getattr`` answers from their data:
+
+        * the exact mapping types in ``environment.htc_mappings``, for a name that is not an
+          attribute of those types (decided here, at compile time): Jinja2's sandboxed
+          ``getattr`` would fail the attribute lookup and return the item;
+        * a fragment (``environment.htc_fragment``) or a namespace: the export or attribute
+          of that name, marked shared as the environment's ``getattr`` marks it;
+        * a ``LoopContext``'s counters and neighbours (its own attributes and properties,
+          all safe); in a counting loop (:meth:`visit_For`) ``loop.index0`` is the count.
+
+        Everything else, a missing key or name included, goes through
+        ``environment.getattr`` as usual. Names starting with ``_`` always do.
         """
         attrs: frozenset[str] | None = getattr(self.environment, "htc_mapping_attrs", None)
         if (
             attrs is None
             or node.ctx != "load"
             or self.environment.is_async
-            or node.attr in attrs
             or node.attr.startswith("_")
         ):
             super().visit_Getattr(node, frame)
             return
+        inner = node.node
+        if (
+            self._htc_counting
+            and isinstance(inner, nodes.Name)
+            and inner.name == "loop"
+            and inner.ctx == "load"
+            and node.attr in _COUNTED
+        ):
+            ref = frame.symbols.find_ref("loop")
+            if ref in self._htc_counting:
+                self.write(_COUNTED[node.attr].format(ref))
+                return
         key = repr(node.attr)
-        self.write(f"(t_htc_o[{key}] if type(t_htc_o := ")
-        self.visit(node.node, frame)
-        self.write(
-            f") in t_htc_maps and {key} in t_htc_o else environment.getattr(t_htc_o, {key}))"
+        shared = (
+            f"(t_htc_v if type(t_htc_v := t_htc_x[{key}]) is not t_htc_glist"
+            " else t_htc_mark(t_htc_v))"
         )
+        branches = [
+            (shared, f"t_htc_t is t_htc_frag and {key} in (t_htc_x := t_htc_o._exports)"),
+            (
+                shared,
+                f"t_htc_t is Namespace and {key} in "
+                "(t_htc_x := t_htc_oga(t_htc_o, '_Namespace__attrs'))",
+            ),
+        ]
+        if node.attr not in attrs:
+            branches.insert(0, (f"t_htc_o[{key}]", f"t_htc_t in t_htc_maps and {key} in t_htc_o"))
+        if node.attr in _LOOP_ATTRS:
+            branches.append((f"t_htc_o.{node.attr}", "t_htc_t is LoopContext"))
+        # The receiver once, its type kept for the later tests: "(A if (t := type(o := X))
+        # in maps and ... else B if t is ... else environment.getattr(o, name))".
+        first, test = branches[0]
+        assert test.startswith("t_htc_t ")
+        self.write(f"({first} if (t_htc_t := type(t_htc_o := ")
+        self.visit(inner, frame)
+        self.write(f")){test[len('t_htc_t') :]} else ")
+        for value, test in branches[1:]:
+            self.write(f"{value} if {test} else ")
+        self.write(f"environment.getattr(t_htc_o, {key}))")
 
     def visit_Assign(self, node: nodes.Assign, frame: Frame) -> None:
         """``{% set ns.attr = ns.attr + [...] %}`` appends instead of copying the list, where
@@ -307,10 +509,23 @@ class TracingCodeGenerator(CodeGenerator):
             'raise TemplateRuntimeError("cannot assign attribute on non-namespace object")'
         )
         self.outdent()
+        # The items first (reading the list marks it shared), then grow() written out for
+        # its common case: the attribute is a GrownList nobody has read since it grew.
+        attr = repr(target.attr)
         self.newline(node)
-        self.write(f"environment.{_GROW_HOOK}({ref}, {target.attr!r}, ")
+        self.write("t_htc_i = ")
         self.visit(value.right, frame)
-        self.write(")")
+        self.writeline(
+            f"if type({ref}) is Namespace and type(t_htc_g := t_htc_oga({ref}, "
+            f"'_Namespace__attrs').get({attr})) is t_htc_glist and not t_htc_g._shared:"
+        )
+        self.indent()
+        self.writeline("t_htc_g.extend(t_htc_i)")
+        self.outdent()
+        self.writeline("else:")
+        self.indent()
+        self.writeline(f"environment.{_GROW_HOOK}({ref}, {attr}, t_htc_i)")
+        self.outdent()
 
     @optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:

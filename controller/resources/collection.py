@@ -176,20 +176,30 @@ class CollectionState:
         assert self.order[pos].key == entry.key
         return pos
 
+    def whole(self, key: IndexKey) -> Sequence[Entry] | None:
+        """The entries whose whole index key is ``key``, in order, as this state keeps them
+        (the caller must not change the list); None when it keeps none by key: not shared
+        yet, empty, or ``key`` is not a whole index key."""
+        order = self.order
+        if not self.shared or not order or len(key) != len(order[0].index_key):
+            return None
+        exact = self._exact
+        if exact is None:
+            exact = {}
+            for entry in order:
+                exact.setdefault(entry.index_key, []).append(entry)
+            self._exact = exact
+        return exact.get(key, ())
+
     def prefix(self, prefix: IndexKey) -> list[Entry]:
         """The entries whose index key starts with ``prefix``, in order (a new list)."""
         if not prefix:
             return list(self.order)
+        found = self.whole(prefix)
+        if found is not None:
+            return list(found)
         order = self.order
         k = len(prefix)
-        if self.shared and order and k == len(order[0].index_key):
-            exact = self._exact
-            if exact is None:
-                exact = {}
-                for entry in order:
-                    exact.setdefault(entry.index_key, []).append(entry)
-                self._exact = exact
-            return list(exact.get(prefix, ()))
         i = bisect_left(order, (prefix,))
         out: list[Entry] = []
         while i < len(order) and order[i].index_key[:k] == prefix:
@@ -277,14 +287,42 @@ class CollectionViewBase:
 
 
 class StateView(CollectionViewBase):
-    """A view over one fixed, shared state (a snapshot's collection)."""
+    """A view over one fixed, shared state (a snapshot's collection).
 
-    __slots__ = ("_config", "_state", "name")
+    ``fetch`` and ``get_single`` with one string per index field (``fetch(namespace,
+    service)``, a thousand times per render) read the state's entries by whole key directly;
+    they answer what :meth:`entries` would, which every other lookup goes through."""
+
+    __slots__ = ("_config", "_state", "_width", "name")
 
     def __init__(self, config: CollectionConfig, state: CollectionState) -> None:
         self.name = config.name
         self._config = config
         self._state = state
+        self._width = len(config.index_paths)
+
+    def _whole(self, keys: tuple[Any, ...]) -> Sequence[Entry] | None:
+        """What ``entries(*keys)`` holds, when ``keys`` are a whole index key spelled as
+        stored (strings); else None (then the caller takes the general way, with its
+        checks and errors)."""
+        if len(keys) != self._width or not keys:
+            return None
+        for k in keys:
+            if type(k) is not str:
+                return None
+        return self._state.whole(keys)
+
+    def fetch(self, *keys: str) -> builtins.list[K8sObject]:
+        found = self._whole(keys)
+        if found is None:
+            return [e.obj for e in self.entries(*keys)]
+        return [found[0].obj] if len(found) == 1 else [e.obj for e in found]
+
+    def get_single(self, *keys: str) -> K8sObject | None:
+        found = self._whole(keys)
+        if found is not None and len(found) <= 1:
+            return found[0].obj if found else None
+        return super().get_single(*keys)
 
     @property
     def index_by(self) -> tuple[str, ...]:

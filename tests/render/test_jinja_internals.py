@@ -21,6 +21,7 @@ import jinja2
 import jinja2.compiler
 import jinja2.environment
 import jinja2.filters
+import jinja2.idtracking
 import jinja2.nodes
 import jinja2.parser
 import jinja2.runtime
@@ -87,6 +88,34 @@ def _pass_arg() -> bool:
     return pass_arg.from_obj(marked) is pass_arg.context and pass_arg.from_obj(len) is None
 
 
+def _resolve_order() -> bool:
+    """Context.resolve_or_missing looks in ``vars``, then ``parent``, else ``missing`` (the
+    generated code spells this out)."""
+    ctx = jinja2.runtime.Context(_env(), {"a": 1, "b": 2}, "t", {})
+    ctx.vars["a"] = 3
+    got = [ctx.resolve_or_missing(k) for k in "abc"]
+    return got == [3, 2, jinja2.utils.missing]
+
+
+def _resolve_loads() -> bool:
+    """A name the template reads but does not set is a VAR_LOAD_RESOLVE load of its frame."""
+    frame = _frame()
+    output = jinja2.nodes.Output([jinja2.nodes.Name("x", "load")])
+    frame.symbols.analyze_node(jinja2.nodes.Template([output]))
+    ref = frame.symbols.find_ref("x")
+    return ref is not None and frame.symbols.loads.get(ref) == (
+        jinja2.idtracking.VAR_LOAD_RESOLVE,
+        "x",
+    )
+
+
+def _loop_counters() -> bool:
+    """What a counting loop replaces: index0, index and first of each pass."""
+    loop = jinja2.runtime.LoopContext(iter("ab"), jinja2.runtime.Undefined)
+    seen = [(item, ctx.index0, ctx.index, ctx.first) for item, ctx in loop]
+    return seen == [("a", 0, 1, True), ("b", 1, 2, False)]
+
+
 def _parser() -> bool:
     parser = jinja2.parser.Parser(_env(), "a.b rest", name="t", filename="t", state="variable")
     expr = parser.parse_expression()
@@ -108,6 +137,7 @@ CODEGEN_METHODS = {
     "visit_FilterBlock": ("node", "frame"),
     "visit_CallBlock": ("node", "frame"),
     "visit_Output": ("node", "frame"),
+    "enter_frame": ("frame",),
     # called
     "visit": ("node",),
     "write": ("x",),
@@ -146,6 +176,10 @@ def _internals() -> list[Internal]:
             lambda: isinstance(_generator().environment, jinja2.Environment),
         ),
         Internal("jinja2.compiler.optimizeconst", lambda: callable(jinja2.compiler.optimizeconst)),
+        Internal(
+            "jinja2.compiler.CodeGenerator._context_reference_stack",
+            lambda: _generator()._context_reference_stack == ["context"],
+        ),
     ]
     out += [
         Internal(f"jinja2.compiler.Frame.{attr}", partial(_frame_has, attr))
@@ -155,6 +189,14 @@ def _internals() -> list[Internal]:
         Internal(
             "jinja2.idtracking.Symbols.ref", lambda: _has_params(_frame().symbols, "ref", "name")
         ),
+        Internal(
+            "jinja2.idtracking.Symbols.find_ref",
+            lambda: _has_params(_frame().symbols, "find_ref", "name"),
+        ),
+        Internal("jinja2.idtracking.Symbols.loads", _resolve_loads),
+        Internal("jinja2.idtracking.VAR_LOAD_RESOLVE", _resolve_loads),
+        Internal("jinja2.runtime.Context.resolve_or_missing", _resolve_order),
+        Internal("jinja2.runtime.LoopContext", _loop_counters),
         Internal("jinja2.nodes.EvalContext.volatile", lambda: _frame().eval_ctx.volatile is False),
         Internal(
             "jinja2.nodes.EvalContext.autoescape", lambda: _frame().eval_ctx.autoescape is False
@@ -167,7 +209,18 @@ def _internals() -> list[Internal]:
             "jinja2.runtime.exported.TemplateRuntimeError",
             lambda: "TemplateRuntimeError" in jinja2.runtime.exported,
         ),
+        Internal(
+            "jinja2.runtime.exported.LoopContext", lambda: "LoopContext" in jinja2.runtime.exported
+        ),
+        Internal("jinja2.runtime.exported.missing", lambda: "missing" in jinja2.runtime.exported),
         Internal("generated code: name", lambda: "\nname = 't'\n" in _generated("x")),
+        Internal(
+            "generated code: a loop's head",
+            lambda: (
+                ", l_1_loop in LoopContext("
+                in _generated("{% for i in x %}{{ loop.index0 }}{% endfor %}")
+            ),
+        ),
         Internal(
             "generated code: parent_template",
             lambda: "parent_template" in _generated("{% extends 'b' %}"),
@@ -294,6 +347,7 @@ def test_every_frame_attribute_used_is_listed() -> None:
 
 INTERNAL_MODULES = (
     "jinja2.compiler",
+    "jinja2.idtracking",
     "jinja2.parser",
     "jinja2.utils",
     "jinja2.filters",

@@ -1,20 +1,28 @@
 """The sandbox's direct paths (controller.render.environment: plain functions and classes
-called directly, ``.get`` of mappings, missing keys) give what stock Jinja2's immutable
-sandbox gives: the same value, or an error of the same kind — an unsafe callable stays
-refused."""
+called directly, ``.get`` of mappings, missing keys; controller.render.trace: attribute reads
+of stored objects, fragments, namespaces and loops, direct method calls, counting loops,
+names looked up in the context) give what stock Jinja2's immutable sandbox gives: the same
+value, or an error of the same kind — an unsafe callable or a private name stays refused."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jinja2 import StrictUndefined, pass_context, pass_environment
 from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from controller.render import Renderer
 from controller.render.environment import TemplateEnvironment
+from controller.render.fragments import Fragment
+from controller.render.grown import GrownList
+from controller.render.incremental import Recorder, TracingCollection, current_recorder
 from controller.render.keyed import Keyed
+from controller.render.trace import Traced
 from controller.resources import FrozenDict
 from tests.render.render_kit import service, snapshot, spec, text
 
@@ -82,6 +90,9 @@ VALUES: dict[str, Any] = {
     "d": {"a": 1, "get": "a key named get"},
     "f": FrozenDict({"a": 1}),
     "k": Keyed("k", {"a": 1}),
+    "frag": Fragment({"a": 1, "items": [1, 2], "_hidden": 2}, Traced("text")),
+    "ns": Namespace(a=1, items=[3], get=4),
+    "words": ["a", "b", "c"],
 }
 
 TEMPLATES = [
@@ -93,9 +104,42 @@ TEMPLATES = [
     "{{ dict(a=1) }} {{ range(3) | list }} {% set n = namespace(v=1) %}{{ n.v }}",
     "{{ d.get('a') }} {{ d.get('zz', 2) }} {{ f.get('a') }} {{ k.get('a') }} {{ k.get('b', 3) }}",
     "{{ d['get'] }} {{ d.zz | default('none') }} {{ f.zz | default('none') }}",
+    # reads of fragments and namespaces (an export or attribute named like a method too)
+    "{{ frag.a }} {{ frag.items }} {{ frag }} {{ frag.zz | default('none') }}",
+    "{{ ns.a }} {{ ns.items }} {{ ns.get }} {{ ns.zz | default('none') }}",
+    "{% set n = namespace(x=[]) %}{% set n.x = n.x + [1] %}{% set y = n.x %}"
+    "{% set n.x = n.x + [n.x] %}{{ y }} {{ n.x }}",
+    # .get falls back to the sandbox for other receivers
+    "{{ ns.get }} {{ words.get | default('none') }} {{ 'abc'.get | default('none') }}",
+    # loops: counted, with a filter, nested (the test reads the outer loop), and LoopContext
+    "{% for w in words %}{{ loop.index0 }}{{ loop.index }}{{ loop.first }} {% endfor %}",
+    "{% for w in words if w != 'a' %}{{ loop.index0 }}{{ w }}{{ loop.first }} {% endfor %}",
+    "{% for w in words %}{% for v in words if loop.index0 < 1 %}{{ loop.index0 }}{{ v }}"
+    "{% endfor %};{% endfor %}",
+    "{% for w in words %}{{ loop.index0 }}{{ loop.last }}{{ loop.length }}"
+    "{{ loop.previtem | default('-') }}{{ loop.revindex }} {% endfor %}",
+    "{% for w in [] %}{{ loop.index0 }}{% else %}none{% endfor %}",
+    "{% for w in words %}{% for v in words %}{{ loop.index0 }}{% endfor %}{{ loop.index }}"
+    "{% endfor %}",
+    # namespace() and a name that shadows it
+    "{% set n = namespace(a=1) %}{{ n.a }}{% set namespace = dict %}{{ namespace(b=2) }}",
 ]
 
-REFUSED = ["{{ unsafe() }}", "{{ alters() }}", "{{ Refused() }}", "{{ d.zz.yy }}"]
+REFUSED = [
+    "{{ unsafe() }}",
+    "{{ alters() }}",
+    "{{ Refused() }}",
+    "{{ d.zz.yy }}",
+    "{{ frag._hidden }}",
+    "{{ frag._exports }}",
+    "{{ ns._Namespace__attrs }}",
+    "{{ frag.zz }}",
+    "{{ ns.zz }}",
+    "{% for w in words %}{{ loop._iterator }}{% endfor %}",
+    "{{ words.get(1) }}",
+    "{{ d.get(words) }}",
+    "{{ zz.get(1) }}",
+]
 
 
 def _render(env: Any, template: str) -> str:
@@ -121,7 +165,7 @@ def test_the_same_value_as_the_stock_sandbox(template: str) -> None:
 @pytest.mark.parametrize("template", REFUSED)
 def test_the_same_refusal_as_the_stock_sandbox(template: str) -> None:
     env = _ours()
-    with pytest.raises((SecurityError, UndefinedError)) as stock:
+    with pytest.raises((SecurityError, UndefinedError, TypeError)) as stock:
         _render(_stock(), template)
     for _ in range(2):  # the second time with the verdict cached
         with pytest.raises(stock.type):
@@ -144,3 +188,96 @@ def test_resources_collections_read_as_attributes_as_the_sandbox_allows() -> Non
     view = snapshot(s, [("services", service("a", 80)), ("_hidden", service("b", 80))])
     result = Renderer(s).render(view)
     assert text(result) == "1 1 1 True\n"
+
+
+# -- every receiver, every name --------------------------------------------------------------
+
+RECEIVERS = ["d", "f", "k", "frag", "ns", "words", "plain", "Plain", "'abc'", "none", "zz"]
+NAMES = ["a", "get", "items", "keys", "index0", "first", "zz", "_hidden", "__class__", "pop"]
+CALLS = ["", ".get('a')", ".get('zz', 5)", ".get()", ".get(words)", ".keys() | list", ".a()"]
+
+
+def _outcome(env: Any, template: str) -> str:
+    try:
+        return _render(env, template)
+    except Exception as exc:  # the kind of error is what must agree
+        return f"raised {type(exc).__name__}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RECEIVERS), st.sampled_from(NAMES), st.sampled_from(CALLS))
+def test_any_read_or_call_agrees_with_the_stock_sandbox(
+    receiver: str, name: str, call: str
+) -> None:
+    """``r.name`` and ``r.name.get(...)`` / ``r.get(...)`` on every kind of receiver: the
+    direct paths where they apply, the sandbox's everywhere else — the same outcome."""
+    ours, stock = _ours(), _stock()
+    for template in (
+        f"{{{{ {receiver}.{name}{call} }}}}",
+        f"{{{{ {receiver}{call} }}}}",
+        f"{{% for w in [{receiver}] %}}{{{{ w.{name} }}}} {{{{ loop.index0 }}}}{{% endfor %}}",
+    ):
+        assert _outcome(ours, template) == _outcome(stock, template), template
+
+
+def test_a_grown_list_read_from_a_fragment_or_namespace_is_marked_shared() -> None:
+    """The direct read marks a grown list as the environment's getattr does, so growing it
+    again copies it (controller.render.grown)."""
+    grown = GrownList([1])
+    holder = Fragment({"x": grown}, Traced(""))
+    env = _ours()
+    assert env.from_string("{{ f.x }}").render(f=holder) == "[1]"
+    assert grown._shared
+    grown = GrownList([2])
+    env.from_string("{{ n.x }}").render(n=Namespace(x=grown))
+    assert grown._shared
+
+
+def test_store_reads_by_whole_key_are_those_of_the_general_path() -> None:
+    """fetch and get_single read entries by whole key directly: the same answers as the
+    general path (entries()), the same reads recorded, and the same refusals (too many
+    keys, an ambiguous get_single), in the sandbox and in the stock one."""
+    s = spec("")
+    view = snapshot(
+        s,
+        [
+            ("services", service("a", 80)),
+            ("services", service("b", 81)),
+            ("services", service("a", 82, ns="other")),
+        ],
+    )
+    coll = TracingCollection(view.collection("services"))
+    base = view.collection("services")
+    for keys in [("default", "a"), ("default", "zz"), ("default",), ("other", "a"), ()]:
+        general = [e.obj for e in base.entries(*keys)]
+        assert coll.fetch(*keys) == general
+        if len(general) <= 1:
+            assert coll.get_single(*keys) == (general[0] if general else None)
+    for bad in [("default", "a", "x"), (1, 2, 3)]:
+        with pytest.raises(LookupError):
+            coll.fetch(*bad)
+    with pytest.raises(LookupError):
+        coll.get_single("default")
+    rec = Recorder()
+    token = current_recorder().set(rec)
+    try:
+        coll.fetch("default", "a")
+        coll.get_single("default", "zz")
+        with pytest.raises(LookupError):
+            coll.get_single("default")
+    finally:
+        current_recorder().reset(token)
+    assert [(c, op, args) for c, op, args, _ in rec.reads] == [
+        ("services", "fetch", ("default", "a")),
+        ("services", "get_single", ("default", "zz")),
+        ("services", "get_single", ("default",)),
+    ]
+    assert rec.tokens == {"services": base.content_token()}
+    template = (
+        "{{ c.fetch('default', 'a') | length }} {{ c.get_single('default', 'a').metadata.name }}"
+        " {{ c.get_single('default', 'zz') }} {{ c.list() | length }}"
+    )
+    for env in (_ours(), _stock()):
+        assert env.from_string(template).render(c=coll) == "1 a None 3"
+        with pytest.raises(SecurityError):
+            env.from_string("{{ c._view }}").render(c=coll)
