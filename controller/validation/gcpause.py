@@ -119,8 +119,12 @@ def collect_young() -> None:
     ms. :func:`controller.validation.service.evaluate` holds one pause from the render to the
     verdict, so that walk happens here, beside ``haproxy -c`` on the other CPU, instead of at
     the end of the render, on the way to the verdict. Nothing happens when no pause is held,
-    or when the collector was off before the first one began (then it stays off)."""
+    or when the collector was off before the first one began (then it stays off).
+
+    The middle generation is collected with the youngest when its own collection is due (it
+    would come at the first allocation after the pause, on the way to the deployment); the
+    oldest is left to the collector's own rule."""
     with _lock:
         due = _depth > 0 and _resume
     if due:
-        gc.collect(0)
+        gc.collect(1 if gc.get_count()[1] >= gc.get_threshold()[1] else 0)

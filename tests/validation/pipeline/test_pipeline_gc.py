@@ -116,6 +116,13 @@ def test_collect_young_needs_a_pause_and_a_collector_that_was_on(
         gcpause.collect_young()
     assert [g for g, _ in collections] == [0]
     collections.clear()
+    with gcpause.paused_gc():
+        for _ in range(gc.get_threshold()[1]):  # young collections until the middle one is due
+            gc.collect(0)
+        collections.clear()
+        gcpause.collect_young()
+    assert [g for g, _ in collections] == [1]  # what the collector would do next, done now
+    collections.clear()
     gc.disable()
     try:
         with gcpause.paused_gc():
