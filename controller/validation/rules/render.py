@@ -170,8 +170,9 @@ class RuledRenderer:
         inside it (see :meth:`Renderer.render`): otherwise the collection the previous
         render deferred fell on the objects' bookkeeping at the start of this one (10,000
         Ingresses, one changed: inline rules ~90 -> ~20 ms, the call ~250 -> ~130 ms CPU on a
-        loaded machine), on the path to the verdict. The pipeline's own pause ends once
-        ``haproxy -c`` runs, so the deferred collection overlaps the check."""
+        loaded machine), on the path to the verdict. The controller's ``evaluate`` holds
+        one pause from the render to the verdict, and the pipeline has the deferred
+        collection run once ``haproxy -c`` does (:func:`gcpause.collect_young`)."""
         started = time.perf_counter()
         self._renders += 1
         if self._renders == 2 and self.isolation is not Isolation.NEVER:
