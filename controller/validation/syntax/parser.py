@@ -48,6 +48,7 @@ from controller.validation.syntax.tokenizer import (
     TOKEN_PARTS,
     count_interned,
     fast_tokens,
+    forget_interned,
     intern_table,
     tokenize,
 )
@@ -94,8 +95,10 @@ def parse(
                 break
             walker.feed(number, line)
         walker.finish()
+        forget_interned()
         parsed = ParsedConfig(file, tuple(walker.sections), tuple(walker.macros))
         return parsed, _with_final_newline(walker.diagnostics, text, file)
+    forget_interned()
     return chunked[0], _with_final_newline(list(chunked[1]), text, file)
 
 
@@ -108,6 +111,7 @@ def parse_near(text: str, file: str) -> tuple[ParsedConfig, list[Diagnostic]] | 
     chunked = _CACHE.chunked(file, text, near_only=True)
     if chunked is None:
         return None
+    forget_interned()
     return chunked[0], _with_final_newline(list(chunked[1]), text, file)
 
 

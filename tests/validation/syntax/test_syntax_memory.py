@@ -162,3 +162,24 @@ def test_intern_tables_stay_bounded() -> None:
 
 
 _WORD = re.compile(r"[^ \n]+")
+
+
+def test_a_parse_leaves_the_intern_table_empty() -> None:
+    """The table shares the words that recur within one parse; after it, it holds nothing
+    (it kept the last entries' tokens and dicts alive between parses)."""
+    _fresh()
+    text = _config(300)
+    parsed, _ = parse(text, "haproxy.cfg")
+    assert sum(map(len, tokenizer_module._BY_COLUMN)) == 0
+    servers = [d for s in parsed.sections for d in s.directives if d.keyword == "server"]
+    assert len(servers) == 900 and all(d.tokens[0] is servers[0].tokens[0] for d in servers)
+    changed = text.replace("be_7\n", "be_7\n    timeout server 5s\n")
+    near = parser_module.parse_near(changed, "haproxy.cfg")
+    assert near is not None
+    assert sum(map(len, tokenizer_module._BY_COLUMN)) == 0
+    sequential = text.replace("    maxconn 100", ".if 1\n    maxconn 100\n.endif")
+    parse(sequential, "haproxy.cfg")
+    assert sum(map(len, tokenizer_module._BY_COLUMN)) == 0
+    _fresh()
+    assert parse(changed, "haproxy.cfg")[0] == near[0]
+    _fresh()
