@@ -12,7 +12,7 @@ sees what it always saw, errors at the moment they always came.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress
+from itertools import chain, compress
 from operator import not_
 from typing import Any
 
@@ -22,6 +22,7 @@ from jinja2.runtime import Context
 from jinja2.utils import _PassArg
 
 from controller.render import filters, select
+from controller.render.grown import GrownList
 from controller.render.listmemo import (
     Listed,
     Tagged,
@@ -329,6 +330,17 @@ def map_entries(environment: Any, value: Any, key: str, val: str) -> Any:
     return filters.map_entries(value, key, val)
 
 
+_LISTS = frozenset({list, tuple, GrownList})
+
+
+def flatten(value: Any) -> Any:
+    """:func:`controller.render.filters.flatten`; a long list of lists joined in C."""
+    items = as_list(value)
+    if items is not None and set(map(type, items)) <= _LISTS:
+        return list(chain.from_iterable(items))
+    return filters.flatten(value if items is None else items)
+
+
 LIST_FILTERS: dict[str, Callable[..., Any]] = {
     "map": map_,
     "unique": unique,
@@ -338,4 +350,5 @@ LIST_FILTERS: dict[str, Callable[..., Any]] = {
     "sort_by": sort_by,
     "group_by": group_by,
     "map_entries": map_entries,
+    "flatten": flatten,
 }

@@ -39,8 +39,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterator
-from itertools import chain, compress, count, repeat, starmap
-from operator import attrgetter, is_, itemgetter
+from itertools import chain, compress, count, islice, repeat, starmap
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import Any
 
 from controller.render.filters import Group, none_first
@@ -461,13 +461,76 @@ _NONE: Any = object()
 
 def _carried(was: list[Any], values: list[Any], items: list[Any]) -> list[Any]:
     """``values`` (one per item of ``was``) carried over to ``items`` by identity, _NONE for
-    an item ``was`` did not hold. Only the run between the common head and tail is looked up:
-    an item sorted to another place shifts just the items between its two places."""
+    an item ``was`` did not hold. Only the run between the common head and tail is looked
+    at: aligned with the earlier run in C where it can be (:func:`_aligned`), else looked up
+    item by item."""
     head, tail = _common(was, items)
-    end = len(was) - tail
-    get = dict(zip(map(id, was[head:end]), values[head:end], strict=True)).get
-    middle = [get(i, _NONE) for i in map(id, items[head : len(items) - tail])]
+    end, stop = len(was) - tail, len(items) - tail
+    middle = _aligned(was, values, items, head, end, stop)
+    if middle is None:
+        get = dict(zip(map(id, was[head:end]), values[head:end], strict=True)).get
+        middle = [get(i, _NONE) for i in map(id, items[head:stop])]
     return values[:head] + middle + values[end:]
+
+
+_EDITS = 16
+_WINDOW = 8
+
+
+def _aligned(
+    was: list[Any], values: list[Any], items: list[Any], head: int, end: int, stop: int
+) -> list[Any] | None:
+    """The values for ``items[head:stop]`` when it is ``was[head:end]`` with at most
+    :data:`_EDITS` items taken out, put in or replaced, a few next to each other (changed
+    items sorted to other places shift all those between by as many): runs of the same
+    objects are matched in C and their values copied; an item put in gets the value of the
+    same object taken out (one that moved), else _NONE. None when it is not such a list."""
+    out: list[Any] = []
+    put: list[int] = []  # where in `out` the items put in are
+    taken: list[int] = []  # where in `was` the items taken out were
+    i = j = head
+    edits = 0
+    while True:
+        run = next(
+            compress(count(), map(is_not, islice(was, j, end), islice(items, i, stop))), None
+        )
+        if run is None:
+            run = min(end - j, stop - i)
+        out += values[j : j + run]
+        i += run
+        j += run
+        if i == stop or j == end:
+            break
+        edits += 1
+        if edits > _EDITS:
+            return None
+        x, y = items[i], was[j]
+        gone = next((d for d in range(1, _WINDOW) if j + d < end and was[j + d] is x), 0)
+        if gone:
+            taken += range(j, j + gone)
+            j += gone
+            continue
+        came = next((d for d in range(1, _WINDOW) if i + d < stop and items[i + d] is y), 0)
+        if came:
+            put += range(len(out), len(out) + came)
+            out += [_NONE] * came
+            i += came
+            continue
+        taken.append(j)  # replaced
+        put.append(len(out))
+        out.append(_NONE)
+        i += 1
+        j += 1
+    if end - j + stop - i > _WINDOW * _EDITS:
+        return None
+    taken += range(j, end)
+    put += range(len(out), len(out) + stop - i)
+    out += [_NONE] * (stop - i)
+    if put and taken:
+        moved = {id(was[q]): values[q] for q in taken}
+        for at in put:
+            out[at] = moved.get(id(items[head + at]), _NONE)
+    return out
 
 
 class _Sorted:

@@ -40,6 +40,9 @@ EXPRESSIONS = [
     "xs | map_entries('s', 'j')",
     "xs | selectattr('k') | first",
     "xs | selectattr('k') | length",
+    "xs | map(attribute='sub') | flatten",
+    "xs | map(attribute='sub') | list + [xs] | flatten | length",
+    "xs | map(attribute='k') | list | flatten",
 ]
 
 KEYS = st.sampled_from([0, 1, 2, True, 1.0, "a", "A", "b", None, float("nan")])
@@ -164,23 +167,6 @@ def test_an_unread_result_reads_like_a_generator() -> None:
     assert template.render(xs=xs) == "99 0 False True False"
 
 
-def test_moved_items_are_found_by_identity() -> None:
-    """A list sorted again after one item changed its key: its per-item results are reused."""
-    memos = listmemo.ListMemos()
-    xs = [{"k": i} for i in range(100)]
-    calls: list[Any] = []
-
-    def each(x: Any) -> Any:
-        calls.append(x)
-        return x["k"] * 2
-
-    listmemo.per_item(memos, "site", None, xs, each)
-    calls.clear()
-    ys = [*xs[1:60], xs[0], *xs[60:]]
-    assert listmemo.per_item(memos, "site", None, ys, each) == [y["k"] * 2 for y in ys]
-    assert calls == []
-
-
 def test_unique_of_moved_items_asks_only_the_new_ones_for_their_key() -> None:
     """unique after a sort, one item changed its key and sorted to far away (no earlier call
     differs from this input in few places): the others' keys are found by identity, the new
@@ -208,3 +194,37 @@ def test_unique_of_moved_items_asks_only_the_new_ones_for_their_key() -> None:
     assert got == plain(ys)
     assert all(a is b for a, b in zip(got, plain(ys), strict=True))
     assert asked == [new]
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward", "pair", "moved"])
+def test_an_item_sorted_to_another_place_costs_only_itself(direction: str) -> None:
+    """A changed item sorted to far away shifts every item between its two places by one:
+    their results are carried over (found in C), and only the new item's is computed; an
+    item that is the very same object, sorted elsewhere, keeps its result too."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i} for i in range(200)]
+    calls: list[Any] = []
+
+    def each(x: Any) -> Any:
+        calls.append(x)
+        return x["k"] * 2
+
+    listmemo.per_item(memos, "site", None, xs, each)
+    calls.clear()
+    new = {"k": -1}
+    expected = [new]
+    if direction == "forward":  # xs[10] changed and sorted to before xs[150]
+        ys = [*xs[:10], *xs[11:150], new, *xs[150:]]
+    elif direction == "backward":  # xs[150] changed and sorted to before xs[10]
+        ys = [*xs[:10], new, *xs[10:150], *xs[151:]]
+    elif direction == "pair":  # two routes of one Ingress, each sorted elsewhere
+        ys = [*xs[:10], *xs[12:100], new, *xs[100:180], xs[11], *xs[180:]]
+    else:  # the very same object sorted elsewhere: its result is kept too
+        ys = [*xs[:10], *xs[11:150], xs[10], *xs[150:]]
+        expected = []
+    got = listmemo.per_item(memos, "site", None, ys, each)
+    assert got == [y["k"] * 2 for y in ys]
+    assert calls == expected
+    zs = list(ys)
+    zs[5], zs[190] = zs[190], zs[5]  # two swapped: two places changed
+    assert listmemo.per_item(memos, "site", None, zs, each) == [z["k"] * 2 for z in zs]
