@@ -42,6 +42,7 @@ from controller.render.incremental import TracingCollection, tracked_namespace
 from controller.render.keyed import Keyed
 from controller.render.trace import (
     DIRECT_METHODS,
+    PLAIN_FILTERS,
     Traced,
     TracingCodeGenerator,
     counted,
@@ -164,6 +165,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self.htc_counted = counted
         self.htc_direct = _DIRECT
         self.htc_namespace = tracked_namespace
+        self.htc_plain_filters = {n: jinja2.filters.FILTERS[n] for n in PLAIN_FILTERS}
 
     # -- hooks the generated template code calls -------------------------------------------
 
@@ -181,9 +183,17 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         return Traced(text, locs)
 
     def htc_grow(self, ns: Namespace, attr: str, items: list[Any]) -> None:
-        """``{% set ns.attr = ns.attr + [...] %}`` (see :mod:`controller.render.grown`)."""
+        """``{% set ns.attr = ns.attr + [...] %}`` (see :mod:`controller.render.grown`).
+        The first growth of a plain list (``namespace(routes=[])``, then one route) is
+        :func:`grow`'s copy into a GrownList, stored as ``ns[attr] = ...`` stores it."""
         attrs = object.__getattribute__(ns, "_Namespace__attrs")
-        grow(ns, attr, items, attrs[attr] if attr in attrs else self.getattr(ns, attr))
+        current = attrs[attr] if attr in attrs else self.getattr(ns, attr)
+        if type(current) is list and type(ns) is Namespace:
+            grown = GrownList(current)
+            grown.extend(items)
+            attrs[attr] = grown
+            return
+        grow(ns, attr, items, current)
 
     def htc_marker(self, template: str | None, line: int) -> Traced:
         return Traced("", (self.location(template or "<template>", line),))

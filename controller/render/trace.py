@@ -171,6 +171,26 @@ _HIDES_LOOP = (
 
 _LOOP_CONTEXT = " in LoopContext("
 
+PLAIN_FILTERS = {
+    "default": ("not isinstance((t_htc_d := ", "), Undefined)", "t_htc_d"),
+    "string": ("type((t_htc_d := ", ")) in t_htc_text_types", "str(t_htc_d)"),
+    "lower": ("type((t_htc_d := ", ")) is str", "t_htc_d.lower()"),
+    "int": ("type((t_htc_d := ", ")) is int", "t_htc_d"),
+}
+"""Stock filters written out for the values they return at once, given constant arguments:
+``x | default(c)`` of a defined ``x`` is ``x``; ``| string`` of a ``str`` or ``int`` is its
+``str()``, ``| lower`` of a ``str`` its ``lower()``; ``| int`` of an ``int`` is it. (test
+prefix, test suffix, result)."""
+
+
+def _constant(node: nodes.Node) -> bool:
+    """An argument whose evaluation has no effect and cannot fail (so it may be skipped)."""
+    if isinstance(node, nodes.Const):
+        return True
+    if isinstance(node, nodes.List | nodes.Tuple):
+        return all(_constant(n) for n in node.items)
+    return isinstance(node, nodes.Dict) and not node.items
+
 
 def counted(iterable: Iterable[t.Any], undefined: t.Any) -> Iterator[tuple[t.Any, int]]:
     """A counting loop's iterable: (item, index0) pairs, iterated as LoopContext would."""
@@ -233,6 +253,7 @@ class TracingCodeGenerator(CodeGenerator):
         super().__init__(*args, **kwargs)
         self._htc_consts: list[str] = []
         self._htc_methods: set[str] = set()
+        self._htc_filters: set[str] = set()
         self._htc_count_next = False
         self._htc_counting: set[str] = set()
         """The ``loop`` identifiers of the counting loops whose code is being written."""
@@ -251,7 +272,10 @@ class TracingCodeGenerator(CodeGenerator):
         self.writeline("t_htc_glist = environment.htc_glist")
         self.writeline("t_htc_oga = object.__getattribute__")
         self.writeline("t_htc_counted = environment.htc_counted")
+        self.writeline("t_htc_text_types = (str, int)")
         self.writeline("t_htc_namespace = environment.htc_namespace")
+        for name in sorted(self._htc_filters):
+            self.writeline(f"t_htc_pf_{name} = environment.htc_plain_filters[{name!r}]")
         for name in sorted(self._htc_methods):
             self.writeline(f"t_htc_dm_{name} = environment.htc_direct[{name!r}]")
         for line in self._htc_consts:
@@ -538,6 +562,40 @@ class TracingCodeGenerator(CodeGenerator):
         for arg in node.nodes:
             self.visit(arg, frame)
             self.write(", ")
+        self.write("))")
+
+    @optimizeconst
+    def visit_Filter(self, node: nodes.Filter, frame: Frame) -> None:
+        """A stock filter of :data:`PLAIN_FILTERS` with constant arguments returns the
+        value (or its ``lower()``) inline when the value passes the filter's own first test;
+        otherwise the filter is called, with the value already evaluated, as Jinja2 calls
+        it. The filter the template reaches must be the stock one, checked when compiling
+        and again when running."""
+        plain = PLAIN_FILTERS.get(node.name)
+        stock: dict[str, t.Any] = getattr(self.environment, "htc_plain_filters", {})
+        if (
+            plain is None
+            or node.node is None
+            or self.environment.is_async
+            or node.name not in self.filters
+            or self.environment.filters.get(node.name) is not stock.get(node.name)
+            or node.kwargs
+            or node.dyn_args is not None
+            or node.dyn_kwargs is not None
+            or len(node.args) > (1 if node.name == "default" else 2)
+            or not all(_constant(a) for a in node.args)
+        ):
+            super().visit_Filter(node, frame)
+            return
+        prefix, suffix, result = plain
+        func = self.filters[node.name]
+        self._htc_filters.add(node.name)
+        self.write(f"({result} if {prefix}")
+        self.visit(node.node, frame)
+        self.write(f"{suffix} and {func} is t_htc_pf_{node.name} else {func}(t_htc_d")
+        for arg in node.args:
+            self.write(", ")
+            self.visit(arg, frame)
         self.write("))")
 
     def _htc_mark(self, node: nodes.Node, frame: Frame) -> None:

@@ -116,6 +116,21 @@ def _loop_counters() -> bool:
     return seen == [("a", 0, 1, True), ("b", 1, 2, False)]
 
 
+def _plain_filters() -> bool:
+    """The stock filters the generated code writes out for the values they return at once
+    (controller.render.trace.PLAIN_FILTERS), and those values."""
+    f = jinja2.filters.FILTERS
+    value = ["x"]
+    return (
+        f["default"](value, "c") is value
+        and f["default"](jinja2.runtime.Undefined(), "c") == "c"
+        and f["string"]("ab") == "ab"
+        and f["string"](80) == "80"
+        and f["lower"]("aB") == "ab"
+        and f["int"](7, 3) == 7
+    )
+
+
 def _parser() -> bool:
     parser = jinja2.parser.Parser(_env(), "a.b rest", name="t", filename="t", state="variable")
     expr = parser.parse_expression()
@@ -138,6 +153,7 @@ CODEGEN_METHODS = {
     "visit_CallBlock": ("node", "frame"),
     "visit_Output": ("node", "frame"),
     "enter_frame": ("frame",),
+    "visit_Filter": ("node", "frame"),
     # called
     "visit": ("node",),
     "write": ("x",),
@@ -176,6 +192,11 @@ def _internals() -> list[Internal]:
             lambda: isinstance(_generator().environment, jinja2.Environment),
         ),
         Internal("jinja2.compiler.optimizeconst", lambda: callable(jinja2.compiler.optimizeconst)),
+        Internal("jinja2.compiler.CodeGenerator.filters", lambda: _generator().filters == {}),
+        Internal("jinja2.filters.FILTERS", _plain_filters),
+        Internal(
+            "jinja2.runtime.exported.Undefined", lambda: "Undefined" in jinja2.runtime.exported
+        ),
         Internal(
             "jinja2.compiler.CodeGenerator._context_reference_stack",
             lambda: _generator()._context_reference_stack == ["context"],

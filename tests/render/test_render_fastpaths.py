@@ -90,7 +90,6 @@ VALUES: dict[str, Any] = {
     "d": {"a": 1, "get": "a key named get"},
     "f": FrozenDict({"a": 1}),
     "k": Keyed("k", {"a": 1}),
-    "frag": Fragment({"a": 1, "items": [1, 2], "_hidden": 2}, Traced("text")),
     "ns": Namespace(a=1, items=[3], get=4),
     "words": ["a", "b", "c"],
 }
@@ -121,6 +120,13 @@ TEMPLATES = [
     "{% for w in [] %}{{ loop.index0 }}{% else %}none{% endfor %}",
     "{% for w in words %}{% for v in words %}{{ loop.index0 }}{% endfor %}{{ loop.index }}"
     "{% endfor %}",
+    # stock filters written out for constant arguments, and their other cases
+    "{{ d.a | default('c') }} {{ d.zz | default('c') }} {{ none | default([]) }}"
+    " {{ d.zz | default(d.a) }} {{ '' | default('e', true) }}",
+    "{{ 'Ab' | lower }} {{ frag | lower }} {{ 7 | lower }} {{ 'a' | string }} {{ 80 | string }}"
+    " {{ true | string }} {{ 1.5 | string }} {{ none | string }} {{ frag | string }}",
+    "{{ 7 | int }} {{ true | int }} {{ '8' | int }} {{ '9.5' | int }} {{ 'x' | int(3) }}"
+    " {{ 2.5 | int }} {{ '0x1f' | int(0, 16) }}",
     # namespace() and a name that shadows it
     "{% set n = namespace(a=1) %}{{ n.a }}{% set namespace = dict %}{{ namespace(b=2) }}",
 ]
@@ -139,11 +145,16 @@ REFUSED = [
     "{{ words.get(1) }}",
     "{{ d.get(words) }}",
     "{{ zz.get(1) }}",
+    "{{ d.a | default(zz.yy) }}",  # a default argument is evaluated even when not used
+    "{{ zz | lower }}",
+    "{{ zz | string }}",
 ]
 
 
 def _render(env: Any, template: str) -> str:
-    return str(env.from_string(template).render(**VALUES))
+    # A fragment of its own per render: a test elsewhere inspects every live Fragment.
+    frag = Fragment({"a": 1, "items": [1, 2], "_hidden": 2}, Traced("text"))
+    return str(env.from_string(template).render(**VALUES, frag=frag))
 
 
 def _ours() -> TemplateEnvironment:
@@ -194,7 +205,10 @@ def test_resources_collections_read_as_attributes_as_the_sandbox_allows() -> Non
 
 RECEIVERS = ["d", "f", "k", "frag", "ns", "words", "plain", "Plain", "'abc'", "none", "zz"]
 NAMES = ["a", "get", "items", "keys", "index0", "first", "zz", "_hidden", "__class__", "pop"]
-CALLS = ["", ".get('a')", ".get('zz', 5)", ".get()", ".get(words)", ".keys() | list", ".a()"]
+CALLS = [
+    *["", ".get('a')", ".get('zz', 5)", ".get()", ".get(words)", ".keys() | list", ".a()"],
+    *[" | default('c')", " | default([]) | string", " | lower", " | int", " | int(3)"],
+]
 
 
 def _outcome(env: Any, template: str) -> str:
