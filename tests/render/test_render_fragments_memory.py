@@ -101,3 +101,56 @@ def test_lean_pieces_give_every_line_the_same_location() -> None:
         lean = fragments_mod._lean_origin(pieces)
         assert line_sources(lean) == line_sources(pieces)
         assert len(lean) <= len(pieces)
+
+
+NAMES = ("ing", "ns", "a", "regex_hosts", "tls_hosts", "tls", "canary_keys", "special")
+
+
+def test_exports_are_an_equal_dict_in_the_same_order() -> None:
+    values: list[Any] = [object(), "default", {}, [], (), [1], None, False]
+    exports = dict(zip(NAMES, values, strict=True))
+    shared = fragments_mod._shared_keys(dict(exports))
+    assert type(shared) is dict and shared == exports and list(shared) == list(NAMES)
+    assert all(shared[k] is v for k, v in exports.items())
+    again = fragments_mod._shared_keys(dict(zip(NAMES, range(8), strict=True)))
+    assert list(again) == list(NAMES) and again["special"] == 7 and "x" not in again
+    other = fragments_mod._shared_keys({"special": 1, "ing": 2})
+    assert list(other) == ["special", "ing"]
+
+
+@pytest.mark.parametrize(
+    "exports",
+    [
+        {},
+        {"_hidden": 1},
+        {"not an identifier": 1},
+        {"__class__": 1},
+        {f"n{i}": i for i in range(31)},
+    ],
+)
+def test_exports_a_class_dict_cannot_hold_stay_as_they_are(exports: dict[str, Any]) -> None:
+    assert fragments_mod._shared_keys(exports) is exports
+
+
+def test_exports_of_one_layout_share_their_keys() -> None:
+    """Measured, not assumed: 2,000 dicts of eight names cost clearly less shared."""
+    import tracemalloc
+
+    def cost(make: Any) -> int:
+        tracemalloc.start()
+        kept = [make(dict.fromkeys(NAMES, i)) for i in range(2_000)]
+        used = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert len(kept) == 2_000
+        return used
+
+    plain, shared = cost(dict), cost(fragments_mod._shared_keys)
+    assert shared < plain * 0.75, (shared, plain)
+
+
+def test_the_layout_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fragments_mod, "_LAYOUTS", {})
+    for i in range(fragments_mod._LAYOUTS_MAX * 2 + 3):
+        out = fragments_mod._shared_keys({f"k{i}": i, "b": 1})
+        assert out == {f"k{i}": i, "b": 1}
+        assert len(fragments_mod._LAYOUTS) <= fragments_mod._LAYOUTS_MAX
