@@ -627,13 +627,56 @@ def _resorted(match: Match, key_of: Callable[[Any], Any]) -> _Sorted:
 
 
 class _Firsts:
-    """Each item's key, and whether it is the first of its key."""
+    """Each item's key, whether it is the first of its key, and the keys as a set when every
+    one is distinct (the routes' map keys: each item is first)."""
 
-    __slots__ = ("firsts", "keys")
+    __slots__ = ("firsts", "keys", "members")
 
-    def __init__(self, keys: list[Any], firsts: list[bool]) -> None:
+    def __init__(self, keys: list[Any], firsts: list[bool], members: _Members | None) -> None:
         self.keys = keys
         self.firsts = firsts
+        self.members = members
+
+
+_OVERLAY = 64
+
+
+class _Members:
+    """A set of keys, ``base`` minus ``gone`` plus ``extra``: a few keys replaced make a new
+    one that shares ``base`` (never changed once made) instead of copying 20,000 keys."""
+
+    __slots__ = ("base", "extra", "gone")
+
+    def __init__(
+        self,
+        base: set[Any],
+        gone: frozenset[Any] = frozenset(),
+        extra: frozenset[Any] = frozenset(),
+    ) -> None:
+        self.base = base
+        self.gone = gone
+        self.extra = extra
+
+    def replaced(self, olds: list[Any], news: list[Any]) -> _Members | None:
+        """These keys with ``olds`` (members) taken out and ``news`` put in, or None when a
+        new key is a member already (then the keys are no longer distinct)."""
+        gone, extra = set(self.gone), set(self.extra)
+        for k in olds:
+            if k in extra:
+                extra.discard(k)
+            else:
+                gone.add(k)
+        base = self.base
+        for k in news:
+            if k in extra or (k in base and k not in gone):
+                return None
+            if k in gone:
+                gone.discard(k)
+            else:
+                extra.add(k)
+        if len(gone) + len(extra) > _OVERLAY:
+            return _Members((base - gone) | extra)
+        return _Members(base, frozenset(gone), frozenset(extra))
 
 
 def unique_by(
@@ -662,10 +705,18 @@ def unique_by(
         for k in keys:
             firsts.append(k not in seen)
             seen.add(k)
+        members = _Members(seen) if len(seen) == len(keys) else None
     else:
         was: _Firsts = match.entry.state
         new_keys = [key_of(x) for x in match.new]
         keys = match.splice(was.keys, new_keys)
+        members = was.members
+        if members is not None:
+            members = members.replaced([was.keys[q] for q in match.old_at], new_keys)
+        if members is not None:  # still every key once: every item is first
+            firsts = was.firsts if len(was.firsts) == len(keys) else [True] * len(keys)
+            memos.store(key, args, items, _Firsts(keys, firsts, members), match)
+            return list(items)
         firsts = match.splice(was.firsts, [False] * len(new_keys))
         affected = {*(was.keys[q] for q in match.old_at), *new_keys}
         for k in affected:
@@ -680,7 +731,7 @@ def unique_by(
                 firsts[keys.index(k)] = True
             except ValueError:
                 continue
-    memos.store(key, args, items, _Firsts(keys, firsts), match)
+    memos.store(key, args, items, _Firsts(keys, firsts, members), match)
     return list(compress(items, firsts))
 
 

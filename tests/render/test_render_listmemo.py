@@ -228,3 +228,31 @@ def test_an_item_sorted_to_another_place_costs_only_itself(direction: str) -> No
     zs = list(ys)
     zs[5], zs[190] = zs[190], zs[5]  # two swapped: two places changed
     assert listmemo.per_item(memos, "site", None, zs, each) == [z["k"] * 2 for z in zs]
+
+
+def test_unique_of_distinct_keys_after_replacements() -> None:
+    """Every key distinct (each item first): replaced items keep it so unless a new key is
+    one another item has, or two new ones are equal; many replacements in turn (past the
+    overlay's size) stay equal to the plain result."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": f"key-{i}"} for i in range(100)]
+
+    def plain(ys: list[Any]) -> list[Any]:
+        firsts: dict[Any, Any] = {}
+        for y in ys:
+            firsts.setdefault(y["k"], y)
+        return list(firsts.values())
+
+    def unique(ys: list[Any]) -> list[Any]:
+        return listmemo.unique_by(memos, "site", None, ys, lambda x: x["k"])
+
+    assert unique(xs) == plain(xs)
+    steps: list[tuple[int, str]] = [(50, "new-50"), (50, "key-10"), (50, "key-50"), (20, "key-20")]
+    steps += [(i % 100, f"round-{i}") for i in range(200)]
+    steps += [(3, "round-150"), (7, "x"), (8, "x"), (7, "key-7"), (8, "key-8")]
+    for at, k in steps:
+        xs = list(xs)
+        xs[at] = {"k": k}
+        got = unique(xs)
+        assert got == plain(xs), (at, k)
+        assert all(a is b for a, b in zip(got, plain(xs), strict=True))
