@@ -261,11 +261,12 @@ class TracingCollection:
         return tuple(getattr(self._view, "index_by", ()))
 
     def list(self) -> builtins.list[Any]:
-        return list(self._call("list", ()))
+        return list(self._read("list", self._view.list, ()))
 
     def _read(self, op: str, method: Any, keys: tuple[Any, ...]) -> Any:
         """:meth:`_call` for an operation whose method is given (no lookup by name, no
-        ``_ask``): ``fetch`` and ``get_single``, made once or twice per object per render.
+        ``_ask``): ``fetch`` and ``get_single``, made once or twice per object per render,
+        and ``list``.
         The same read, recorded the same way."""
         try:
             answer = method(*keys)

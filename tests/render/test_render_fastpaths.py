@@ -248,9 +248,10 @@ def test_a_grown_list_read_from_a_fragment_or_namespace_is_marked_shared() -> No
 
 
 def test_store_reads_by_whole_key_are_those_of_the_general_path() -> None:
-    """fetch and get_single read entries by whole key directly: the same answers as the
-    general path (entries()), the same reads recorded, and the same refusals (too many
-    keys, an ambiguous get_single), in the sandbox and in the stock one."""
+    """fetch and get_single read entries by whole key directly (list is recorded the same
+    direct way): the same answers as the general path (entries()), the same reads recorded, and
+    the same refusals (too many keys, an ambiguous get_single), in the sandbox and in the
+    stock one."""
     s = spec("")
     view = snapshot(
         s,
@@ -267,6 +268,8 @@ def test_store_reads_by_whole_key_are_those_of_the_general_path() -> None:
         assert coll.fetch(*keys) == general
         if len(general) <= 1:
             assert coll.get_single(*keys) == (general[0] if general else None)
+    assert coll.list() == [e.obj for e in base.entries()] == list(base)
+    assert coll.list() is not coll.list()  # a list of its own each time
     for bad in [("default", "a", "x"), (1, 2, 3)]:
         with pytest.raises(LookupError):
             coll.fetch(*bad)
@@ -276,6 +279,7 @@ def test_store_reads_by_whole_key_are_those_of_the_general_path() -> None:
     token = current_recorder().set(rec)
     try:
         coll.fetch("default", "a")
+        coll.list()
         coll.get_single("default", "zz")
         with pytest.raises(LookupError):
             coll.get_single("default")
@@ -283,6 +287,7 @@ def test_store_reads_by_whole_key_are_those_of_the_general_path() -> None:
         current_recorder().reset(token)
     assert [(c, op, args) for c, op, args, _ in rec.reads] == [
         ("services", "fetch", ("default", "a")),
+        ("services", "list", ()),
         ("services", "get_single", ("default", "zz")),
         ("services", "get_single", ("default",)),
     ]
