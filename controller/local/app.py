@@ -66,6 +66,16 @@ __all__ = ["LocalApp", "LocalOptions"]
 
 _log = get_logger("controller.local")
 
+MMAP_THRESHOLD = 64 * 1024
+"""glibc's mmap threshold as ``htc local`` fixes it when it starts (see
+:func:`controller.validation.heap.fix_mmap_threshold`, whose default is 256 KiB). Lower here:
+a render's and a judgement's lists and tables with one slot per object (10,000 slots are
+80 kB) then get pages of their own and go back when freed, instead of leaving holes in the
+heap that later small blocks pin. ``bench/reconcile.py --objects 10000``, alternating:
+settled 324-325 -> 319-320 MB, peak 350-354 -> 341-343 MB. The cost is fresh pages: per
+change 2,600 more minor page faults and 9 ms more system CPU (57 against 48; user time
+equal)."""
+
 
 @dataclass
 class LocalOptions:
@@ -163,7 +173,7 @@ class LocalApp:
 
     async def start(self) -> None:
         """Load the directory, deploy the first validated config, then follow the directory."""
-        fix_mmap_threshold()  # rendered configurations are megabytes (see there)
+        fix_mmap_threshold(MMAP_THRESHOLD)  # rendered configurations are megabytes (see there)
         if self.server is not None:
             await self.server.start()
         self.work_dir.mkdir(parents=True, exist_ok=True)
