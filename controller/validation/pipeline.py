@@ -392,9 +392,9 @@ class Pipeline:
                     early = time.perf_counter()
                     ahead = self._start_early(ctx)
                     await asyncio.sleep(0)  # the tasks' first steps spawn their processes
-                    early_ms = _ms(early)
                     if self._checks(ahead):
                         gcpause.collect_young()  # while haproxy -c runs (see there)
+                    early_ms = _ms(early)
                 if known is not None:
                     # These bytes passed this stage before (see _reusable): what it found then.
                     if progress.record(stage, known.outcome(), None, opts):
