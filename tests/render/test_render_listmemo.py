@@ -256,3 +256,74 @@ def test_unique_of_distinct_keys_after_replacements() -> None:
         got = unique(xs)
         assert got == plain(xs), (at, k)
         assert all(a is b for a, b in zip(got, plain(xs), strict=True))
+
+
+def _held_lists(memos: listmemo.ListMemos) -> list[list[Any]]:
+    return [
+        held for entries in memos._sites.values() for e in entries for held in listmemo._held(e)
+    ]
+
+
+def test_a_call_brought_up_to_date_by_identity_takes_the_earlier_ones_place() -> None:
+    """Items sorted again after a change (no earlier input differs in few places): the
+    latest call's results are carried over by identity, and that call is then out of date,
+    so it is replaced instead of kept beside the new one. A call over other items (another
+    list under the same arguments) is kept."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i} for i in range(200)]
+    others = [{"k": -i} for i in range(200)]
+    listmemo.per_item(memos, "site", None, others, lambda x: x["k"])
+    listmemo.per_item(memos, "site", None, xs, lambda x: x["k"])
+    for n in range(6):
+        moved = {"k": 1000 + n}
+        xs = [*xs[:10], *xs[11:150], moved, *xs[150:]]
+        got = listmemo.per_item(memos, "site", None, xs, lambda x: x["k"])
+        assert got == [x["k"] for x in xs]
+        assert [len(e.items) for e in memos._sites["site"]] == [200, 200]
+        assert memos._sites["site"][0].items == xs
+    again = listmemo.per_item(memos, "site", None, others, lambda x: x["k"])
+    assert again == [x["k"] for x in others]
+    assert memos._sites["site"][1].items == xs  # the other list's entry was found, not added
+
+    ys = [{"k": i // 3} for i in range(300)]
+    listmemo.unique_by(memos, "u", None, ys, lambda x: x["k"])
+    for n in range(6):
+        ys = [*ys[:10], *ys[11:250], {"k": -n}, *ys[250:]]
+        got = listmemo.unique_by(memos, "u", None, ys, lambda x: x["k"])
+        firsts: dict[Any, Any] = {}
+        for y in ys:
+            firsts.setdefault(y["k"], y)
+        assert got == list(firsts.values())
+    assert len(memos._sites["u"]) == 1
+
+
+def test_lists_with_the_very_same_items_are_held_once() -> None:
+    """One list of routes passed to several filters, and a sort's result passed to the next
+    filter, are copies with the same items: the memo keeps one of them. Equal but distinct
+    items, or another order, are not the same list."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i % 50, "n": i} for i in range(300)]
+    a = listmemo.per_item(memos, "a", None, list(xs), lambda x: x["k"])
+    b = listmemo.per_item(memos, "b", None, list(xs), lambda x: x["k"] + 1)
+    s = listmemo.sorted_by(memos, "s", None, list(xs), lambda x: x["k"])
+    u = listmemo.unique_by(memos, "u", None, list(s), lambda x: x["n"])
+    assert a == [x["k"] for x in xs] and b == [x["k"] + 1 for x in xs]
+    assert s == sorted(xs, key=lambda x: x["k"]) and u == s
+    entry = {k: memos._sites[k][0] for k in ("a", "b", "s", "u")}
+    assert entry["a"].items is entry["b"].items is entry["s"].items
+    assert entry["u"].items is entry["s"].state.out
+    assert entry["a"].state is not entry["b"].state
+    held = _held_lists(memos)
+    assert len({id(h) for h in held}) < len(held)
+
+    copies = [dict(x) for x in xs]
+    listmemo.per_item(memos, "c", None, copies, lambda x: x["k"])
+    listmemo.per_item(memos, "d", None, xs[::-1], lambda x: x["k"])
+    assert memos._sites["c"][0].items is copies
+    assert memos._sites["d"][0].items is not entry["a"].items
+    # a shared list is never changed: updating one call leaves the other's input as it was
+    ys = list(xs)
+    ys[7] = {"k": 3, "n": -7}
+    assert listmemo.per_item(memos, "a", None, ys, lambda x: x["k"]) == [y["k"] for y in ys]
+    assert memos._sites["b"][0].items == xs
+    assert listmemo.per_item(memos, "b", None, list(xs), lambda x: x["k"] + 1) == b
