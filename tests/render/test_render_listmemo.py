@@ -4,6 +4,7 @@ errors — whatever the edits (replace, insert, delete, move, the same object tw
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -327,3 +328,17 @@ def test_lists_with_the_very_same_items_are_held_once() -> None:
     assert listmemo.per_item(memos, "a", None, ys, lambda x: x["k"]) == [y["k"] for y in ys]
     assert memos._sites["b"][0].items == xs
     assert listmemo.per_item(memos, "b", None, list(xs), lambda x: x["k"] + 1) == b
+
+
+def test_the_kept_keys_of_a_unique_list_are_a_table_sized_to_fit() -> None:
+    """The set of distinct keys a unique call keeps between renders is a frozenset: a set
+    grown key by key has up to twice its table (2 MB against 1 at 20,000 routes)."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": f"host{i}"} for i in range(20000)]
+    assert listmemo.unique_by(memos, "u", None, xs, lambda x: x["k"]) == xs
+    members = memos._sites["u"][0].state.members
+    assert type(members.base) is frozenset and len(members.base) == 20000
+    grown: set[Any] = set()
+    for x in xs:
+        grown.add(x["k"])
+    assert sys.getsizeof(members.base) < sys.getsizeof(grown)
