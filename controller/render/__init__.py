@@ -28,6 +28,7 @@ from controller.render.result import (
     RuleTally,
     SourceMap,
 )
+from controller.render.runs import same_ends
 from controller.render.scc import strongly_connected
 
 __all__ = [
@@ -56,5 +57,6 @@ __all__ = [
     "disk_cache",
     "parse_expression",
     "path_for",
+    "same_ends",
     "strongly_connected",
 ]

@@ -59,7 +59,7 @@ from controller.render.incremental import (
     unchanged,
 )
 from controller.render.keyed import Asking, Keyed, changed_answers, still_answers
-from controller.render.runs import common, scattered
+from controller.render.runs import same_ends, scattered
 from controller.render.sameness import SCALARS, SEQUENCES
 from controller.render.snippets import (
     SHARED_NAMES,
@@ -476,7 +476,7 @@ def _unchanged_run(
         at = scattered(site.items, seen, _FEW)
         if at is not None:
             return seen, at, 0, 0
-    head, tail = common(site.items, seen)
+    head, tail = same_ends(site.items, seen)
     return seen, None, head, tail
 
 

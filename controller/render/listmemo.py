@@ -46,7 +46,7 @@ from typing import Any
 from controller.render.filters import Group, none_first
 from controller.render.fragments import Fragment, same_argument
 from controller.render.grown import GrownList, mark_shared
-from controller.render.runs import common as _common
+from controller.render.runs import same_ends as _common
 from controller.render.runs import scattered as _scattered
 from controller.resources import MISSING, FrozenDict
 

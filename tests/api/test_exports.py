@@ -125,6 +125,7 @@ EXPORTS: dict[str, set[str]] = {
         "check_name",
         "parse_expression",
         "path_for",
+        "same_ends",
         "strongly_connected",
     },
     "controller.resources": {

@@ -17,13 +17,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, count, islice, repeat
-from operator import is_, is_not
+from itertools import chain, compress, count, repeat
+from operator import is_
 from typing import Any, overload
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, Severity, make
 from controller.observability import escape_controls
-from controller.render import RenderedOutput
+from controller.render import RenderedOutput, same_ends
 from controller.resources import object_ref
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import (
@@ -416,7 +416,7 @@ class ObjectMemo:
         objs = list(objs)
         ids = self._ids.setdefault(name, {})
         last = self._asked.get(name)
-        head, tail = _same_ends(last[0], objs) if last is not None else (0, 0)
+        head, tail = same_ends(last[0], objs) if last is not None else (0, 0)
         out: list[ContentKey | int] = last[1][:head] if last is not None else []
         for o in objs[head : len(objs) - tail]:
             hit = ids.get(id(o))
@@ -460,21 +460,6 @@ class ObjectMemo:
             # verdicts of contents gone), once there is enough of it to be worth a pass.
             self._ids[name] = dict(zip(map(id, objs), zip(objs, keys, strict=True), strict=True))
             self._verdicts[name] = dict(zip(keys, verdicts, strict=True))
-
-
-def _same_ends(
-    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
-) -> tuple[int, int]:
-    """How many objects at the start, then at the end, of ``new`` are those of ``old`` (the
-    very same objects, in the same places), without counting one twice."""
-    n = min(len(old), len(new))
-    head = next(compress(count(), map(is_not, old, new)), n)
-    rest = n - head
-    tail = next(
-        compress(count(), map(is_not, islice(reversed(old), rest), islice(reversed(new), rest))),
-        rest,
-    )
-    return head, tail
 
 
 class _Converted(Sequence[Self]):
