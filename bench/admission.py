@@ -24,9 +24,18 @@ objects) with the quickstart library. Figures:
 - ``runSlots``: judgements in flight at once (``--slots``, by default the CPUs this process may
   use, as in ``htc run``); ``droppedRuns``: queued judgements of the burst dropped unstarted
   because their requests had been answered (denied) by the deadline;
-- ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median); ``cores``;
+- ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median wall time of
+  plain runs, no sandbox, the environment of this process); ``cores``;
   ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
-  concurrent burst.
+  concurrent burst. ``haproxyCpuMs``: the CPU time of those plain runs (median); on a busy
+  machine the wall time is the larger;
+- ``haproxySandboxedMs`` / ``haproxySandboxedCpuMs``: the same file set checked the way the
+  pipeline checks it (the haproxy stage's argv and sandbox policy, through
+  ``run_sandboxed``), wall and CPU (medians, alternated with the plain runs), so that the
+  floor and what a proposal really pays can be told apart;
+- ``concurrentCpuMsPerProposal``: the CPU of the burst (this process, its reaped children,
+  the rule evaluation worker) divided by ``--concurrency``. On ``cores`` fully used, the
+  burst meets ``1.3 x floorMs`` only if this is at most about ``1.3 x haproxyMs``.
 
 and, for context, through the real API server (the test bed's control plane, started here;
 ``--kubectl-applies 0`` skips it, and it is null with a reason where the control plane cannot
@@ -75,7 +84,9 @@ from controller.testbed import cluster  # noqa: E402
 from controller.testbed.tls import serving_certs  # noqa: E402
 from controller.triggers import default_engine  # noqa: E402
 from controller.triggers.admission import AdmissionJudge  # noqa: E402
+from controller.validation.haproxy.stage import HaproxyStage  # noqa: E402
 from controller.validation.rules import pool as rules_pool  # noqa: E402
+from controller.validation.sandbox import run_sandboxed  # noqa: E402
 
 QUICKSTART = ROOT / "examples" / "quickstart" / "config.yaml"
 
@@ -129,6 +140,12 @@ def cpu_seconds() -> float:
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def children_seconds() -> float:
+    """CPU time of this process's reaped children (``haproxy -c``, plain or sandboxed)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
 
 
 def pct(values: list[float], q: float) -> float:
@@ -271,10 +288,13 @@ async def measure(
             for c in creates:  # route to an existing Service: the create stays valid
                 c["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "svc-0"
                 c["spec"]["rules"][0]["http"]["paths"][1]["backend"]["service"]["name"] = "svc-0"
+            burst_cpu0, burst_worker0 = cpu_seconds(), rules_pool.stats()["cpuUs"]
             results = await asyncio.gather(
                 *(post(session, url, review(f"c{k}", "CREATE", c, None))
                   for k, c in enumerate(creates))
             )  # fmt: skip
+            burst_worker = (rules_pool.stats()["cpuUs"] - burst_worker0) / 1e6
+            burst_cpu = cpu_seconds() - burst_cpu0 + burst_worker
             concurrent = [ms for ms, _ in results]
             concurrent_denied = sum(1 for _, ok in results if not ok)
     finally:
@@ -286,12 +306,18 @@ async def measure(
         path = out / entry.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(entry.content)
-    haproxy_ms = []
+    stage = next(s for s in engine.pipeline.stages if isinstance(s, HaproxyStage))
+    haproxy_ms, haproxy_cpu, sandboxed_ms, sandboxed_cpu = [], [], [], []
     for _ in range(5):
-        t0 = time.perf_counter()
+        cpu0, t0 = children_seconds(), time.perf_counter()
         subprocess.run([haproxy, "-c", "-q", "-f", "haproxy.cfg"], cwd=out, check=False,
                        capture_output=True)  # fmt: skip
         haproxy_ms.append((time.perf_counter() - t0) * 1000)
+        haproxy_cpu.append((children_seconds() - cpu0) * 1000)
+        cpu0, t0 = children_seconds(), time.perf_counter()
+        await run_sandboxed(stage.argv(), render.files, timeout=stage.timeout, policy=stage.policy)
+        sandboxed_ms.append((time.perf_counter() - t0) * 1000)
+        sandboxed_cpu.append((children_seconds() - cpu0) * 1000)
     cores = os.cpu_count() or 1
     hms = statistics.median(haproxy_ms)
     return {
@@ -313,8 +339,12 @@ async def measure(
         "unchangedLongestGcMs": round(unchanged_gc, 1),
         "loadAverage": round(os.getloadavg()[0], 2),
         "haproxyMs": round(hms, 1),
+        "haproxyCpuMs": round(statistics.median(haproxy_cpu), 1),
+        "haproxySandboxedMs": round(statistics.median(sandboxed_ms), 1),
+        "haproxySandboxedCpuMs": round(statistics.median(sandboxed_cpu), 1),
         "cores": cores,
         "floorMs": round(concurrency * hms / cores, 1),
+        "concurrentCpuMsPerProposal": round(burst_cpu * 1000 / concurrency, 1),
         **through_api,
         "targets": {"singleP50Ms": 250, "concurrentP99Ms": "1.3 x floorMs", "unchangedP99Ms": 50},
     }

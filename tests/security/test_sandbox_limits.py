@@ -93,6 +93,21 @@ def test_a_process_name_cannot_fake_the_fields_the_sweep_reads() -> None:
         proc.wait()
 
 
+def test_the_sweep_reads_a_proc_file_whole(tmp_path: Path) -> None:
+    """``_read_proc`` reads until the end, not one chunk: a status with thousands of
+    supplementary groups puts ``NSsid`` far down the file (here a plain file of three
+    chunks stands in for it), and the session must be read there, not assumed missing."""
+    from controller.validation.sandbox import run
+
+    body = b"Groups:\t" + b" ".join(b"%d" % g for g in range(40_000)) + b"\nNSsid:\t4242\n"
+    assert len(body) > 2 * run._PROC_CHUNK
+    path = tmp_path / "status"
+    path.write_bytes(body)
+    read = run._read_proc(str(path))
+    assert read == body
+    assert run._status_field(read, b"NSsid") == b"4242"
+
+
 async def test_cancellation_kills_the_check() -> None:
     marker = f"{80 + secrets.randbelow(1000) / 1000:.3f}"
     task = asyncio.create_task(

