@@ -257,6 +257,8 @@ class TracingCodeGenerator(CodeGenerator):
         self._htc_count_next = False
         self._htc_counting: set[str] = set()
         """The ``loop`` identifiers of the counting loops whose code is being written."""
+        self._htc_assigned: set[str] = set()
+        """Identifiers certainly assigned at the point being written (see :meth:`visit_Name`)."""
 
     def _htc_const(self, expr: str) -> str:
         ident = f"t_htc{len(self._htc_consts)}"
@@ -300,11 +302,17 @@ class TracingCodeGenerator(CodeGenerator):
         # making a LoopContext (see write() and visit_Getattr).
         self._htc_count_next = not self.environment.is_async and counted_loop(node)
         before = set(self._htc_counting)
+        # A recursive loop's body is a function called again from within: certain only what
+        # it assigns itself.
+        assigned = self._htc_assigned
+        if node.recursive:
+            self._htc_assigned = set()
         try:
             super().visit_For(copy, frame)
         finally:
             self._htc_count_next = False
             self._htc_counting = before
+            self._htc_assigned = assigned
 
     def write(self, x: str) -> None:
         """Jinja2's, except that the head of a counting loop (visit_For) iterates
@@ -445,6 +453,50 @@ class TracingCodeGenerator(CodeGenerator):
             return f" in t_htc_dm_{callee.attr}"
         return None
 
+    def blockvisit(self, nodes: Iterable[nodes.Node], frame: Frame) -> None:
+        """Jinja2's; what a block's statements assign is certain only within the block
+        (see :meth:`visit_Name`)."""
+        before = set(self._htc_assigned)
+        try:
+            super().blockvisit(nodes, frame)
+        finally:
+            self._htc_assigned = before
+
+    def macro_body(self, node: nodes.Macro | nodes.CallBlock, frame: Frame) -> t.Any:
+        """Jinja2's; a macro's body runs when called, when nothing assigned around its
+        definition is certain any more (a loop's names are reset once it ends)."""
+        before, self._htc_assigned = self._htc_assigned, set()
+        try:
+            return super().macro_body(node, frame)
+        finally:
+            self._htc_assigned = before
+
+    def visit_Name(self, node: nodes.Name, frame: Frame) -> None:
+        """Jinja2's, except that a name read where an earlier ``{% set %}`` of it in the same
+        straight-line code (or in code around it) certainly ran is its identifier, without
+        the ``undefined(...) if it is missing`` test: an assignment stores the value of a
+        template expression, which is never ``missing``.
+
+        Certain means: an ``Assign`` to that identifier was written earlier in the same
+        block or in a block around it (:meth:`blockvisit` forgets a block's assignments
+        when it ends: an ``if`` branch may not run, a loop's names are reset after it), not
+        across a macro's or a recursive loop's function (:meth:`macro_body`,
+        :meth:`visit_For`)."""
+        if node.ctx == "load" and self._htc_assigned:
+            ref = frame.symbols.ref(node.name)
+            if ref in self._htc_assigned:
+                self.write(ref)
+                return
+        super().visit_Name(node, frame)
+
+    def _htc_note_assigned(self, target: nodes.Node, frame: Frame) -> None:
+        """After an ``Assign`` was written: its plain name targets hold values now."""
+        if isinstance(target, nodes.Name) and target.ctx == "store":
+            self._htc_assigned.add(frame.symbols.ref(target.name))
+        elif isinstance(target, nodes.Tuple):
+            for item in target.items:
+                self._htc_note_assigned(item, frame)
+
     def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
         """``obj.name`` without a call into the environment, for the types whose reads the
         sandbox's ``getattr`` answers from their data:
@@ -525,6 +577,7 @@ class TracingCodeGenerator(CodeGenerator):
             and not self.environment.is_async
         ):
             super().visit_Assign(node, frame)
+            self._htc_note_assigned(target, frame)
             return
         ref = frame.symbols.ref(target.name)
         self.writeline(f"if not isinstance({ref}, Namespace):")

@@ -131,6 +131,38 @@ def _plain_filters() -> bool:
     )
 
 
+def _bodies_through_blockvisit() -> bool:
+    """Every statement body is written through ``blockvisit`` (and a macro's or call block's
+    through ``macro_body``): the generated code forgets there what a body assigned."""
+
+    class Seen(jinja2.compiler.CodeGenerator):
+        bodies: list[object] = []
+
+        def blockvisit(self, nodes: Any, frame: Any) -> None:
+            self.bodies.append(nodes)
+            super().blockvisit(nodes, frame)
+
+    source = (
+        "{% if a %}{% set x = 1 %}{% elif b %}{% set x = 2 %}{% else %}{% set x = 3 %}{% endif %}"
+        "{% for i in c %}{% set y = i %}{% else %}{% set y = 0 %}{% endfor %}"
+        "{% for i in c recursive %}{% set z = i %}{{ loop(i) }}{% endfor %}"
+        "{% with w = 1 %}{% set v = w %}{% endwith %}{% filter upper %}{% set u = 1 %}{% endfilter %}"
+        "{% set s %}{% set t = 1 %}{% endset %}{% macro m() %}{% set r = 1 %}{% endmacro %}"
+        "{% call m() %}{% set q = 1 %}{% endcall %}{% block k %}{% set p = 1 %}{% endblock %}"
+    )
+    env = _env()
+    tree = env.parse(source)
+    Seen(env, "t", "t").visit(tree)
+    wanted = [
+        body
+        for node in tree.find_all(jinja2.nodes.Stmt)
+        for field in ("body", "else_")
+        if (body := getattr(node, field, None))
+    ] + [elif_.body for node in tree.find_all(jinja2.nodes.If) for elif_ in node.elif_]
+    seen = {id(b) for b in Seen.bodies}
+    return len(wanted) == 13 and all(id(b) in seen for b in wanted)
+
+
 def _parser() -> bool:
     parser = jinja2.parser.Parser(_env(), "a.b rest", name="t", filename="t", state="variable")
     expr = parser.parse_expression()
@@ -154,6 +186,9 @@ CODEGEN_METHODS = {
     "visit_Output": ("node", "frame"),
     "enter_frame": ("frame",),
     "visit_Filter": ("node", "frame"),
+    "visit_Name": ("node", "frame"),
+    "blockvisit": ("nodes", "frame"),
+    "macro_body": ("node", "frame"),
     # called
     "visit": ("node",),
     "write": ("x",),
@@ -235,6 +270,16 @@ def _internals() -> list[Internal]:
         ),
         Internal("jinja2.runtime.exported.missing", lambda: "missing" in jinja2.runtime.exported),
         Internal("generated code: name", lambda: "\nname = 't'\n" in _generated("x")),
+        Internal(
+            "generated code: a name read",
+            lambda: (
+                "(undefined(name='x') if l_0_x is missing else l_0_x)"
+                in _generated("{% set x = 1 %}{{ x }}")
+            ),
+        ),
+        Internal(
+            "jinja2.compiler.CodeGenerator.blockvisit: every body", _bodies_through_blockvisit
+        ),
         Internal(
             "generated code: a loop's head",
             lambda: (
