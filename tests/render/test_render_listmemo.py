@@ -4,7 +4,9 @@ errors — whatever the edits (replace, insert, delete, move, the same object tw
 
 from __future__ import annotations
 
+import random
 import sys
+from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +18,7 @@ from jinja2.utils import Namespace
 
 from controller.render import listmemo
 from controller.render.environment import TemplateEnvironment
-from controller.render.filters import FILTERS
+from controller.render.filters import FILTERS, none_first
 from controller.render.listfilters import LIST_FILTERS
 
 EXPRESSIONS = [
@@ -342,3 +344,79 @@ def test_the_kept_keys_of_a_unique_list_are_a_table_sized_to_fit() -> None:
     for x in xs:
         grown.add(x["k"])
     assert sys.getsizeof(members.base) < sys.getsizeof(grown)
+
+
+def _sort_by_key(x: dict[str, Any]) -> tuple[Any, ...]:
+    """``sort_by('a', 'b')``'s key: each value tagged as :func:`none_first` tags it."""
+    return (*none_first(x.get("a")), *none_first(x.get("b")))
+
+
+def _sort_by_columns(xs: list[dict[str, Any]]) -> listmemo.Tagged | None:
+    columns = [[x.get(p) for x in xs] for p in ("a", "b")]
+    if all(listmemo.one_family(c) for c in columns) and None not in columns[0] + columns[1]:
+        return listmemo.Tagged(columns)
+    return None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_sort_kept_as_columns_is_updated_as_columns(seed: int) -> None:
+    """A sort whose keys came as columns stays columns while the changed items' keys have
+    that shape (no key tuple per item, positions as machine integers), and equals a fresh
+    sort after any edit; a key of another shape (a missing value, a float among integers)
+    turns it into keys, still equal."""
+    rng = random.Random(seed)
+    memos = listmemo.ListMemos()
+    words = ["a", "b", "c", "B", ""]
+
+    def item(odd: bool = False) -> dict[str, Any]:
+        x: dict[str, Any] = {"a": rng.choice(words), "b": rng.choice([0, 1, 2, True, 7])}
+        if odd:  # a missing value, or a float among the integers
+            x.update(rng.choice([{"a": None}, {"b": None}, {"b": 1.5}]))
+        return x
+
+    xs = [item() for _ in range(300)]
+    columns_kept = 0
+    for step in range(60):
+        odd = step > 40 and rng.random() < 0.3
+        op = rng.choice(["replace", "insert", "delete", "move"])
+        i = rng.randrange(len(xs))
+        if op == "replace":
+            xs[i] = item(odd)
+        elif op == "insert":
+            xs.insert(i, item(odd))
+        elif op == "delete":
+            del xs[i]
+        else:
+            xs.insert(rng.randrange(len(xs)), xs.pop(i))
+        got = listmemo.sorted_by(memos, "s", None, list(xs), _sort_by_key, _sort_by_columns)
+        assert got == sorted(xs, key=_sort_by_key)
+        assert [id(x) for x in got] == [id(x) for x in sorted(xs, key=_sort_by_key)]
+        state = memos._sites["s"][0].state
+        assert type(state.pos) is array
+        if state._keys is None:
+            assert state.columns is not None
+            columns_kept += step <= 40
+    assert columns_kept > 30
+
+
+def test_flags_all_true_or_all_false_are_held_once() -> None:
+    """A test every item passes (or none does) keeps one list of flags per length, shared by
+    its calls, as does a unique of distinct keys (every item first); mixed flags are kept
+    as they are."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": f"k{i}", "n": i} for i in range(200)]
+    listmemo.per_item(memos, "t", None, list(xs), lambda x: True)
+    listmemo.per_item(memos, "t2", None, list(xs), lambda x: bool(x["n"] + 1))
+    listmemo.per_item(memos, "f", None, list(xs), lambda x: False)
+    listmemo.per_item(memos, "m", None, list(xs), lambda x: x["n"] != 100)
+    listmemo.unique_by(memos, "u", None, list(xs), lambda x: x["k"])
+    state = {k: memos._sites[k][0].state for k in ("t", "t2", "f", "m", "u")}
+    assert state["t"] is state["t2"] is state["u"].firsts
+    assert state["f"] == [False] * 200 and state["f"] is not state["t"]
+    assert state["m"] is not state["t"] and state["m"].count(False) == 1
+    # a later call over a changed list still gives its own flags
+    ys = list(xs)
+    ys[5] = {"k": "k6", "n": -1}
+    flags = listmemo.per_item(memos, "t2", None, ys, lambda x: bool(x["n"] + 1))
+    assert flags.count(False) == 1 and state["t"] == [True] * 200
+    assert listmemo.unique_by(memos, "u", None, ys, lambda x: x["k"]) == ys[:6] + ys[7:]
