@@ -58,7 +58,12 @@ MAX_PAUSE_S = 2.0
 """The longest the collector stays off for one pause holder: the pipeline ends its pause after
 this long even if its stages are still running, and overlapping pauses (validations back to
 back on two CPUs), which may keep the depth above zero indefinitely, make the next pause to
-begin collect first once the collector has been off this long."""
+begin collect first once the collector has been off this long: what the collector's own counts
+make due (:func:`_due`), as it would have collected had it been on. It used to collect the
+whole heap there: a burst of 150 admission proposals at 1,000 Ingresses keeps the pauses
+overlapping for its whole length, and paid 9 such collections of 164 ms each, about 10 ms of
+CPU per proposal (after the change: young collections, the middle one and the oldest when
+their counts come due)."""
 
 
 class GcPause:
@@ -83,7 +88,7 @@ class GcPause:
                     _since = time.monotonic()
                     gc.disable()
                 elif _resume and time.monotonic() - _since > MAX_PAUSE_S:
-                    gc.collect()
+                    gc.collect(_due(2))
                     _since = time.monotonic()
                 _depth += 1
         return self
@@ -127,4 +132,18 @@ def collect_young() -> None:
     with _lock:
         due = _depth > 0 and _resume
     if due:
-        gc.collect(1 if gc.get_count()[1] >= gc.get_threshold()[1] else 0)
+        gc.collect(_due(1))
+
+
+def _due(oldest: int) -> int:
+    """The oldest generation, up to ``oldest``, whose collection the collector's own counts
+    make due (a generation's count of collections of the one below reached its threshold);
+    the youngest when none is. A collection of a generation includes the younger ones. The
+    collector itself also skips the oldest while it grew by less than a quarter since its
+    last collection; that figure is not visible from Python, so this collects it as often or
+    more often, never less."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    for generation in range(oldest, 0, -1):
+        if counts[generation] >= thresholds[generation]:
+            return generation
+    return 0
