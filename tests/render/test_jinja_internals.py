@@ -131,6 +131,32 @@ def _plain_filters() -> bool:
     )
 
 
+def _context_attributes() -> bool:
+    """What Context.__init__ and EvalContext.__init__ set (fragments' evaluations set the
+    same attributes directly, see controller.render.fragments._Evaluator._context)."""
+    env = _env()
+    context = jinja2.runtime.Context(env, {"a": 1}, "t", {})
+    return (
+        list(vars(context))
+        == [
+            "parent",
+            "vars",
+            "environment",
+            "eval_ctx",
+            "exported_vars",
+            "name",
+            "globals_keys",
+            "blocks",
+        ]
+        and context.vars == {}
+        and context.exported_vars == set()
+        and context.globals_keys == set()
+        and context.blocks == {}
+        and vars(context.eval_ctx)
+        == {"environment": env, "autoescape": env.autoescape, "volatile": False}
+    )
+
+
 def _bodies_through_blockvisit() -> bool:
     """Every statement body is written through ``blockvisit`` (and a macro's or call block's
     through ``macro_body``): the generated code forgets there what a body assigned."""
@@ -252,6 +278,8 @@ def _internals() -> list[Internal]:
         Internal("jinja2.idtracking.Symbols.loads", _resolve_loads),
         Internal("jinja2.idtracking.VAR_LOAD_RESOLVE", _resolve_loads),
         Internal("jinja2.runtime.Context.resolve_or_missing", _resolve_order),
+        Internal("jinja2.runtime.Context.__init__", _context_attributes),
+        Internal("jinja2.nodes.EvalContext.__init__", _context_attributes),
         Internal("jinja2.runtime.LoopContext", _loop_counters),
         Internal("jinja2.nodes.EvalContext.volatile", lambda: _frame().eval_ctx.volatile is False),
         Internal(

@@ -324,3 +324,80 @@ def test_a_table_notes_each_lookup_while_an_evaluation_runs() -> None:
     assert changed_answers({"a": 1}, {}, same_argument) == {"a", EMPTINESS}
     assert still_answers(("t", "a", "u", "b"), {"t": {"b"}})
     assert not still_answers(("t", "a", "u", "b"), {"u": {"b"}})
+
+
+# -- one evaluation: its context, and the recorder it empties for the next -------------------
+
+
+def _evaluator(source: str, **variables: Any) -> Any:
+    """An evaluator of ``source`` as a snippet, for item name ``it``."""
+    import controller.render.fragments as mod
+
+    r = Renderer(spec("x", snippets={"per": source}))
+    template = r.environment.loader.templates["per"]  # type: ignore[union-attr]
+    variables = {**template.globals, **variables}
+    return mod._Evaluator(template, variables, "it", object(), None)
+
+
+def test_an_evaluation_context_finds_what_new_context_finds() -> None:
+    """Set directly (the item its only own variable) instead of by Context.__init__ over a
+    copy of the shared variables: the same attributes, lookups, merged names in the same
+    order, and derived context."""
+    ev = _evaluator("{{ it }}", range=1, tag="a", it_is="b")
+    ours = ev._context("item")
+    stock = ev.context_class(
+        ev.environment, {**ev.variables, "it": "item"}, ev.template_name, ev.blocks
+    )
+    assert type(ours) is type(stock)
+    assert vars(ours).keys() == vars(stock).keys()
+    assert vars(ours.eval_ctx) == vars(stock.eval_ctx)
+    assert ours.eval_ctx is not ev._context("other").eval_ctx
+    for name in ("it", "range", "tag", "it_is", "namespace", "zz"):
+        assert ours.resolve_or_missing(name) is stock.resolve_or_missing(name)
+    assert list(ours.get_all().items()) == list(stock.get_all().items())
+    assert list(ours.derived({"x": 1}).get_all().items()) == list(
+        stock.derived({"x": 1}).get_all().items()
+    )
+    assert ours.exported_vars == set() and ours.blocks == {} and ours.globals_keys == set()
+    assert ours.vars is not ev._context("other").vars
+    # An item named like a shared variable shadows it, where the copy had it.
+    shadow = _evaluator("{{ it }}", it=0, tag="a")
+    assert list(shadow._context("item").get_all().items()) == list(
+        {**shadow.variables, "it": "item"}.items()
+    )
+
+
+def test_each_evaluation_starts_with_an_empty_recorder() -> None:
+    """The recorder is emptied after each evaluation: an item's entry holds only what it
+    read and created, also after an evaluation that failed."""
+    from controller.render.incremental import current_recorder
+
+    def note(x: Any) -> Any:
+        rec = current_recorder().get()
+        assert rec is not None
+        rec.reads.append(("c", "get", (x,), x))
+        rec.tokens.setdefault("c", "token")
+        rec.used[f"m{x}"] = x
+        rec.modules[f"m{x}"] = 1
+        return x
+
+    source = (
+        "{% if it != 0 %}{% set r = note(it) %}{% set n = namespace(v=it) %}{% endif %}"
+        "{% if it < 0 %}{{ 1 // 0 }}{% endif %}{{ it }}"
+    )
+    ev = _evaluator(source, note=note)
+    first = ev(1)
+    assert first.reads == (("c", "get", (1,), 1),) and first.tokens == {"c": "token"}
+    assert first.used == (("m1", 1),) and first.modules == (("m1", 1),)
+    assert len(first.namespaces) == 1
+    for _ in range(2):
+        second = ev(0)
+        assert second.reads == () and second.tokens == {} and second.tokens is not first.tokens
+        assert second.used == () and second.modules == () and second.namespaces == ()
+        with pytest.raises(ZeroDivisionError):  # after noting a read, a module, a namespace
+            ev(-1)
+    third = ev(2)
+    assert third.reads == (("c", "get", (2,), 2),) and third.tokens is not first.tokens
+    assert third.used == (("m2", 2),) and len(third.namespaces) == 1
+    assert first.reads == (("c", "get", (1,), 1),) and first.tokens == {"c": "token"}
+    assert str(first.fragment) == "1" and str(second.fragment) == "0"

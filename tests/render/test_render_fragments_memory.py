@@ -131,6 +131,7 @@ def test_exports_are_an_equal_dict_in_the_same_order() -> None:
         {"_hidden": 1},
         {"not an identifier": 1},
         {"__class__": 1},
+        {"class": 1, "a": 2},
         {f"n{i}": i for i in range(31)},
     ],
 )
@@ -160,3 +161,33 @@ def test_the_layout_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         out = fragments_mod._shared_keys({f"k{i}": i, "b": 1})
         assert out == {f"k{i}": i, "b": 1}
         assert len(fragments_mod._LAYOUTS) <= fragments_mod._LAYOUTS_MAX
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        NAMES,
+        ("special", "ing"),
+        ("x",),
+        (),
+        ("class", "a"),
+        ("_a", "b"),
+        tuple(f"n{i}" for i in range(31)),
+    ],
+)
+def test_exports_read_from_a_context_are_get_exported(names: tuple[str, ...]) -> None:
+    """An evaluation's exports come from its context directly: equal to ``get_exported()``,
+    names in the same order, the same values."""
+    from jinja2.runtime import Context
+
+    from controller.render.environment import TemplateEnvironment
+
+    context = Context(TemplateEnvironment(), {}, "t", {})
+    for i, name in enumerate(names):
+        context.vars[name] = [i]
+        context.exported_vars.add(name)
+    context.vars["_private"] = 1
+    got = fragments_mod._exports_of(context)
+    want = context.get_exported()
+    assert got == want and list(got) == list(want)
+    assert all(got[k] is want[k] for k in want)
