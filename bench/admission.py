@@ -86,6 +86,7 @@ from controller.testbed import cluster  # noqa: E402
 from controller.testbed.tls import serving_certs  # noqa: E402
 from controller.triggers import default_engine  # noqa: E402
 from controller.triggers.admission import AdmissionJudge  # noqa: E402
+from controller.validation import Pipeline  # noqa: E402
 from controller.validation.haproxy.stage import HaproxyStage  # noqa: E402
 from controller.validation.rules import pool as rules_pool  # noqa: E402
 from controller.validation.sandbox import run_sandboxed  # noqa: E402
@@ -315,6 +316,7 @@ async def measure(
         path = out / entry.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(entry.content)
+    assert isinstance(engine.pipeline, Pipeline)
     stage = next(s for s in engine.pipeline.stages if isinstance(s, HaproxyStage))
     haproxy_ms, haproxy_cpu, sandboxed_ms, sandboxed_cpu = [], [], [], []
     for _ in range(5):
