@@ -8,9 +8,9 @@ change them. Freezing turns mappings into :class:`FrozenDict` and lists into tup
   method raises ``TypeError``. Jinja2's ``ImmutableSandboxedEnvironment`` additionally refuses
   to call those methods because a ``dict`` subclass is a known mutable type.
 * Tuples are smaller than lists and cannot be changed at all.
-* Mapping keys and short string values are interned: every Ingress repeats ``metadata``,
-  ``name``, ``namespace``, ``Prefix`` … and one shared string per spelling saves a large part
-  of an object's footprint (see ``bench/store_memory.py``).
+* Mapping keys are interned, and short string values seen lately are shared: every Ingress
+  repeats ``metadata``, ``name``, ``namespace``, ``Prefix`` … and one shared string per
+  spelling saves a large part of an object's footprint (see ``bench/store_memory.py``).
 * Small values are shared too (:func:`share`): a mapping or tuple of at most four entries
   that equals one frozen recently is that one. Freezing goes bottom-up, so a value's nested
   mappings and tuples are shared before it is looked up, and equal parents have the very same
@@ -43,10 +43,8 @@ _LEAF_MAX = 4
 """Mappings and tuples with more entries than this are rarely repeated whole; they are not
 looked up."""
 _SHARED_MAX = 4096
-"""Bound of each generation of the table of shared values (see :func:`share`), so its memory
-is bounded whatever the objects hold."""
-_shared: dict[tuple[Any, ...], Any] = {}
-_older: dict[tuple[Any, ...], Any] = {}
+"""Bound of each generation of the tables of shared values and strings (see :class:`_Recent`),
+so their memory is bounded whatever the objects hold."""
 _REF = object()
 """Marks a nested mapping or tuple in a key, by its identity."""
 
@@ -94,34 +92,58 @@ def _key(value: Mapping[str, Any] | tuple[Any, ...]) -> tuple[Any, ...] | None:
     return tuple(parts)
 
 
-def share(value: Any) -> Any:
-    """``value`` (a frozen mapping or tuple), or an equal one frozen earlier.
+class _Recent:
+    """What was seen lately, in two generations: when the newer is full it becomes the older
+    one and the oldest is dropped, and a value found in the older moves to the newer. Values
+    that keep repeating stay shared while one-offs (most objects' names) pass through."""
 
-    The table keeps two generations: when the newer is full it becomes the older one and
-    the oldest is dropped, and a value found in the older moves to the newer. Values that
-    keep repeating stay shared while one-offs (most objects' names) pass through.
-    """
-    global _shared, _older
-    key = _key(value)
-    if key is None:
+    __slots__ = ("newer", "older")
+
+    def __init__(self) -> None:
+        self.newer: dict[Any, Any] = {}
+        self.older: dict[Any, Any] = {}
+
+    def get(self, key: Any, value: Any) -> Any:
+        """The value kept under ``key``, else ``value``, kept from now on."""
+        found = self.newer.get(key)
+        if found is not None:
+            return found
+        found = self.older.get(key)
+        if found is not None:
+            value = found
+        if len(self.newer) >= _SHARED_MAX:
+            self.older, self.newer = self.newer, {}
+        self.newer[key] = value
         return value
-    found = _shared.get(key)
-    if found is not None:
-        return found
-    found = _older.get(key)
-    if found is not None:
-        value = found
-    if len(_shared) >= _SHARED_MAX:
-        _older, _shared = _shared, {}
-    _shared[key] = value
-    return value
+
+
+_values = _Recent()
+_texts = _Recent()
+
+
+def share(value: Any) -> Any:
+    """``value`` (a frozen mapping or tuple), or an equal one frozen earlier and seen lately
+    (see :class:`_Recent`)."""
+    key = _key(value)
+    return value if key is None else _values.get(key, value)
+
+
+def _text(value: str) -> str:
+    """One string per spelling of a short value while it keeps recurring.
+
+    Not ``sys.intern``: the interpreter's table keeps an entry for every string interned
+    while it lives, and most short values are names and addresses that no other object
+    repeats (90,000 of them at 10,000 Ingresses, Services and EndpointSlices), which took a
+    table of 4 MB to tell apart from the few hundred that recur on every object."""
+    shared: str = _texts.get(value, value)
+    return shared
 
 
 def forget_shared() -> None:
-    """Empty the table of shared values (those already shared stay shared); for measurements
-    that must not count one kind's table entries against another."""
-    global _shared, _older
-    _shared, _older = {}, {}
+    """Empty the tables of shared values and strings (those already shared stay shared); for
+    measurements that must not count one kind's table entries against another."""
+    global _values, _texts
+    _values, _texts = _Recent(), _Recent()
 
 
 def _readonly(*_args: Any, **_kwargs: Any) -> NoReturn:
@@ -171,7 +193,7 @@ def freeze(value: Any, strip: StripTree | None = None) -> Any:
     if isinstance(value, list | tuple):
         return share(tuple([freeze(item) for item in value]))
     if type(value) is str and len(value) <= _INTERN_MAX:
-        return _intern(value)
+        return _text(value)
     return value
 
 

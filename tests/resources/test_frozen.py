@@ -6,6 +6,7 @@ import copy
 import json
 import pickle
 import random
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,28 @@ def test_keys_are_interned() -> None:
     ka = next(iter(a["metadata"]))
     kb = next(iter(b["metadata"]))
     assert ka is kb
+
+
+def test_short_values_are_shared_while_they_recur_and_one_offs_are_not_interned() -> None:
+    """A short string value that recurs is one object; a one-off (a name, an address) is
+    not put in the interpreter's table of interned strings, which would keep an entry for
+    it as long as it lives, and the table of recent ones stays bounded."""
+    from controller.resources import frozen
+
+    frozen.forget_shared()
+    a = freeze(json.loads('{"kind": "Service", "spec": {"type": "ClusterIP"}}'))
+    b = freeze(json.loads('{"kind": "Service", "spec": {"type": "ClusterIP"}}'))
+    assert a["kind"] is b["kind"] and a["spec"]["type"] is b["spec"]["type"]
+    name = "".join(["one-off-", "name-4711"])  # built at run time: not interned by Python
+    stored = freeze({"metadata": {"name": name}})["metadata"]["name"]
+    assert stored is name
+    assert sys.intern("".join(["one-off-", "name-4711"])) is not stored  # not interned
+    for i in range(3 * frozen._SHARED_MAX):
+        freeze({"name": f"n{i}"})
+    assert len(frozen._texts.newer) <= frozen._SHARED_MAX
+    assert len(frozen._texts.older) <= frozen._SHARED_MAX
+    again = freeze(json.loads('{"kind": "Service"}'))
+    assert again["kind"] == "Service"
 
 
 def test_jinja_sandbox_reads_but_cannot_mutate() -> None:
@@ -234,7 +257,7 @@ def test_the_table_of_shared_values_is_bounded_and_keeps_what_repeats() -> None:
         freeze({"name": f"n{i}"})
         if i % 1000 == 0:
             assert freeze({"x": {"port": 80}})["x"] is first  # found again, kept shared
-        assert len(frozen._shared) <= frozen._SHARED_MAX
-        assert len(frozen._older) <= frozen._SHARED_MAX
+        assert len(frozen._values.newer) <= frozen._SHARED_MAX
+        assert len(frozen._values.older) <= frozen._SHARED_MAX
     big = {f"k{i}": "v" for i in range(frozen._LEAF_MAX + 1)}
     assert freeze(big) is not freeze(big)  # larger mappings are not looked up
