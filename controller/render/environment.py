@@ -165,6 +165,8 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self.htc_counted = counted
         self.htc_direct = _DIRECT
         self.htc_namespace = tracked_namespace
+        self.htc_resources = Resources
+        self.htc_resources_attrs = _RESOURCES_ATTRS
         self.htc_plain_filters = {n: jinja2.filters.FILTERS[n] for n in PLAIN_FILTERS}
 
     # -- hooks the generated template code calls -------------------------------------------

@@ -276,6 +276,7 @@ class TracingCodeGenerator(CodeGenerator):
         self.writeline("t_htc_counted = environment.htc_counted")
         self.writeline("t_htc_text_types = (str, int)")
         self.writeline("t_htc_namespace = environment.htc_namespace")
+        self.writeline("t_htc_res = environment.htc_resources")
         for name in sorted(self._htc_filters):
             self.writeline(f"t_htc_pf_{name} = environment.htc_plain_filters[{name!r}]")
         for name in sorted(self._htc_methods):
@@ -507,7 +508,11 @@ class TracingCodeGenerator(CodeGenerator):
         * a fragment (``environment.htc_fragment``) or a namespace: the export or attribute
           of that name, marked shared as the environment's ``getattr`` marks it;
         * a ``LoopContext``'s counters and neighbours (its own attributes and properties,
-          all safe); in a counting loop (:meth:`visit_For`) ``loop.index0`` is the count.
+          all safe); in a counting loop (:meth:`visit_For`) ``loop.index0`` is the count;
+        * ``resources.<collection>`` (``environment.htc_resources``, a receiver named
+          ``resources``), for a name that is not an attribute of that type (decided here) and
+          is one of its collections: the collection, as the environment's ``getattr`` finds
+          it.
 
         Everything else, a missing key or name included, goes through
         ``environment.getattr`` as usual. Names starting with ``_`` always do.
@@ -550,6 +555,17 @@ class TracingCodeGenerator(CodeGenerator):
             branches.insert(0, (f"t_htc_o[{key}]", f"t_htc_t in t_htc_maps and {key} in t_htc_o"))
         if node.attr in _LOOP_ATTRS:
             branches.append((f"t_htc_o.{node.attr}", "t_htc_t is LoopContext"))
+        if (
+            isinstance(inner, nodes.Name)
+            and inner.name == "resources"
+            and node.attr not in getattr(self.environment, "htc_resources_attrs", (node.attr,))
+        ):
+            # resources.<collection>: what the environment's getattr returns for it. Only
+            # where the receiver is named so: elsewhere the branch would only make the code
+            # longer (every fresh renderer loads it).
+            branches.append(
+                (f"t_htc_o[{key}]", f"t_htc_t is t_htc_res and {key} in t_htc_o._names")
+            )
         # The receiver once, its type kept for the later tests: "(A if (t := type(o := X))
         # in maps and ... else B if t is ... else environment.getattr(o, name))".
         first, test = branches[0]

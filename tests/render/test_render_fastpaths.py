@@ -239,12 +239,14 @@ def test_resources_collections_read_as_attributes_as_the_sandbox_allows() -> Non
     }
     s = spec(
         "{{ resources.services | length }} {{ resources._hidden | length }}"
-        " {{ resources['_hidden'] | length }} {{ resources.keys is defined }}\n",
+        " {{ resources['_hidden'] | length }} {{ resources.keys is defined }}"
+        " {{ resources.nothere is defined }} {{ resources.services is sameas resources['services'] }}"
+        "{% for r in [resources] %} {{ r.services | length }}{% endfor %}\n",
         watched=collections,
     )
     view = snapshot(s, [("services", service("a", 80)), ("_hidden", service("b", 80))])
     result = Renderer(s).render(view)
-    assert text(result) == "1 1 1 True\n"
+    assert text(result) == "1 1 1 True False True 1"
 
 
 # -- every receiver, every name --------------------------------------------------------------
