@@ -135,7 +135,10 @@ def _text(value: str) -> str:
     while it lives, and most short values are names and addresses that no other object
     repeats (90,000 of them at 10,000 Ingresses, Services and EndpointSlices), which took a
     table of 4 MB to tell apart from the few hundred that recur on every object."""
-    shared: str = _texts.get(value, value)
+    shared: str | None = _texts.newer.get(value)  # most values recur: the short way first
+    if shared is None:
+        found: str = _texts.get(value, value)
+        return found
     return shared
 
 
