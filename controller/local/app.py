@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.deploy import HAProxySupervisor, MasterSocketTarget, find_haproxy
-from controller.diagnostics import Diagnostic, Location
+from controller.diagnostics import Diagnostic, Location, TemplateLocation
 from controller.local.console import ConsoleSink
 from controller.local.directory import DirectoryAdapter
 from controller.observability import METRICS, Metrics, get_logger
@@ -393,7 +393,8 @@ class LocalApp:
 
 def config_file_origin(spec: HAProxyTemplateConfigSpec, file: Path) -> Origin | None:
     """Template locations → the config file's lines (``config.yaml:150``), from a fresh read
-    of the file with its line index; None when the file cannot be read back."""
+    of the file; None when the file cannot be read back. Its line index is built when a
+    finding first needs it (see :class:`_FileOrigin`)."""
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -401,11 +402,43 @@ def config_file_origin(spec: HAProxyTemplateConfigSpec, file: Path) -> Origin | 
     shown = file
     with contextlib.suppress(ValueError):
         shown = file.resolve().relative_to(Path.cwd())
-    docs, _ = read_documents(text, str(shown))
-    ours = [lines for doc, lines in docs if isinstance(doc, Mapping) and doc.get("kind") == KIND]
-    if len(ours) != 1:
-        return None
-    return config_origin(spec, spec_locator(str(shown), ours[0]), text.split("\n"))
+    return _FileOrigin(spec, str(shown), text)
+
+
+class _FileOrigin:
+    """:func:`config_file_origin`'s answer: the file's text as read, indexed on first use.
+
+    Most runs never show a finding about a template, while the index (every YAML path of
+    the config document with its line, and the file's lines) is about 1.2 MB for the
+    quickstart's config: kept from the start, it was held for nothing. The text read when
+    the spec was accepted is what is indexed, so a later edit of the file does not move the
+    lines shown for this spec. A file that does not hold exactly one config locates
+    nothing."""
+
+    __slots__ = ("_origin", "_shown", "_spec", "_text")
+
+    def __init__(self, spec: HAProxyTemplateConfigSpec, shown: str, text: str) -> None:
+        self._spec = spec
+        self._shown = shown
+        self._text: str | None = text
+        self._origin: Origin | None = None
+
+    @property
+    def indexed(self) -> bool:
+        return self._text is None
+
+    def __call__(self, location: TemplateLocation) -> TemplateLocation:
+        text = self._text
+        if text is not None:
+            docs, _ = read_documents(text, self._shown)
+            ours = [
+                lines for doc, lines in docs if isinstance(doc, Mapping) and doc.get("kind") == KIND
+            ]
+            if len(ours) == 1:
+                locate = spec_locator(self._shown, ours[0])
+                self._origin = config_origin(self._spec, locate, text.split("\n"))
+            self._text = None
+        return location if self._origin is None else self._origin(location)
 
 
 async def _quietly(task: asyncio.Task[None]) -> None:
