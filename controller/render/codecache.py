@@ -82,7 +82,7 @@ __all__ = [
 
 Kind = Literal["template", "snippet", "when"]
 
-FORMAT = 5
+FORMAT = 6
 """Version of the disk entries' layout; part of every key."""
 
 _MAGIC = b"HTCJ"

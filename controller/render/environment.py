@@ -158,6 +158,8 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self.htc_text = to_text
         self.htc_loop = metered_loop
         self.htc_mappings: frozenset[type] = frozenset(_ITEM_FIRST)
+        self.htc_mapping_order: tuple[type, ...] = (FrozenDict, dict)
+        """The same types, the stored objects' first (see TracingCodeGenerator)."""
         self.htc_mapping_attrs = frozenset().union(*_TYPE_ATTRS.values())
         self.htc_fragment = Fragment
         self.htc_mark = mark_shared

@@ -211,6 +211,17 @@ def test_names_read_where_set_agree_with_the_stock_sandbox(template: str) -> Non
     assert _outcome(env, template) == _outcome(_stock(), template)
 
 
+def test_a_mapping_read_tests_the_two_mapping_types_by_identity() -> None:
+    """``t in {FrozenDict, dict}`` written as two ``is`` tests: the same types, and only
+    when the environment's ordered list holds exactly the set's."""
+    env = TemplateEnvironment()
+    assert set(env.htc_mapping_order) == set(env.htc_mappings)
+    code = env.compile("{{ d.a }}", raw=True)
+    assert "is t_htc_map0 or t_htc_t is t_htc_map1) and 'a' in t_htc_o" in code
+    env.htc_mapping_order = (dict,)
+    assert "in t_htc_maps and 'a' in t_htc_o" in env.compile("{{ d.a }}", raw=True)
+
+
 def test_a_name_read_after_its_set_skips_the_test_for_unset() -> None:
     code = TemplateEnvironment().compile(
         "{% set x = 1 %}{{ x }}{% if y %}{% set z = 1 %}{{ z }}{% endif %}{{ z }}", raw=True
