@@ -420,3 +420,43 @@ def test_flags_all_true_or_all_false_are_held_once() -> None:
     flags = listmemo.per_item(memos, "t2", None, ys, lambda x: bool(x["n"] + 1))
     assert flags.count(False) == 1 and state["t"] == [True] * 200
     assert listmemo.unique_by(memos, "u", None, ys, lambda x: x["k"]) == ys[:6] + ys[7:]
+
+
+def _groups_plain(xs: list[dict[str, Any]]) -> list[tuple[Any, list[Any]]]:
+    by: dict[Any, list[Any]] = {}
+    for x in xs:
+        by.setdefault(x.get("g"), []).append(x)
+    return [(k, by[k]) for k in sorted(by, key=none_first)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_of_keys_of_one_family_keep_the_keys_as_their_order(seed: int) -> None:
+    """Groups whose keys are all strings (or all integers) keep the keys themselves as
+    their sort keys, through updates, instead of a ``(1, key)`` tuple per group; a None key
+    turns them into tuples, and every result equals the plain grouping."""
+    rng = random.Random(seed)
+    memos = listmemo.ListMemos()
+
+    def group(k: Any, items: list[Any]) -> tuple[Any, list[Any]]:
+        return (k, items)
+
+    def key_of(x: dict[str, Any]) -> Any:
+        return x.get("g")
+
+    xs = [{"g": rng.choice("abcdefgh"), "n": i} for i in range(200)]
+    kept_plain = 0
+    for step in range(40):
+        i = rng.randrange(len(xs))
+        if step == 30:
+            xs[i] = {"n": -1}  # a missing key: None sorts first
+        else:
+            xs[i] = {"g": rng.choice("abcdefghij"), "n": step}
+        got = listmemo.grouped_by(memos, "g", None, list(xs), key_of, group)
+        assert got == _groups_plain(xs)
+        state = memos._sites["g"][0].state
+        if state.plain:
+            assert all(type(o) is str for o in state.order)
+            kept_plain += 1
+        else:
+            assert step >= 30 and all(type(o) is tuple for o in state.order)
+    assert kept_plain >= 25
