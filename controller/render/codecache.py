@@ -82,7 +82,7 @@ __all__ = [
 
 Kind = Literal["template", "snippet", "when"]
 
-FORMAT = 6
+FORMAT = 7
 """Version of the disk entries' layout; part of every key."""
 
 _MAGIC = b"HTCJ"

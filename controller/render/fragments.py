@@ -131,7 +131,9 @@ def _layout(names: tuple[str, ...]) -> Callable[[dict[str, Any]], Any] | None:
 
     The ``__init__`` is written out per class, one attribute store per name: about three
     times faster than ``setattr`` in a loop (at 10,000 Ingresses, 30,000 fragments per full
-    render). Only identifiers are written into its source."""
+    render). Only ASCII identifiers are written into its source (Python would normalize
+    others: an export named ``ﬁ`` would be stored as ``fi``); exports with other names are
+    kept as they are."""
     layout = _LAYOUTS.get(names)
     if layout is None:
         if not names or len(names) > _SHARED_MAX:
@@ -139,6 +141,7 @@ def _layout(names: tuple[str, ...]) -> Callable[[dict[str, Any]], Any] | None:
         for name in names:
             if (
                 type(name) is not str
+                or not name.isascii()  # Python source NFKC-normalizes other identifiers
                 or not name.isidentifier()
                 or keyword.iskeyword(name)
                 or name[:1] == "_"

@@ -459,7 +459,8 @@ class TracingCodeGenerator(CodeGenerator):
     def blockvisit(self, nodes: Iterable[nodes.Node], frame: Frame) -> None:
         """Jinja2's; what a block's statements assign is certain only within the block
         (see :meth:`visit_Name`)."""
-        before = set(self._htc_assigned)
+        before = self._htc_assigned
+        self._htc_assigned = set(before)  # the block adds to its own copy
         try:
             super().blockvisit(nodes, frame)
         finally:

@@ -10,7 +10,8 @@
   fragment's text and exports must be what stock Jinja2 makes of the same snippet, and a
   render after changes must equal a full render by a fresh renderer.
 
-Tests marked ``xfail(strict=True)`` pin bugs found by this review; each says why.
+The two bugs this review found (a loop's names certain after the loop; export names
+written into Python source) are fixed; their tests below keep them fixed.
 """
 
 from __future__ import annotations
@@ -117,13 +118,6 @@ LEAKED_FROM_A_LOOP = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace.py visit_For restores the very set object that its body's blockvisit "
-    "added the loop's assignments to (blockvisit restores a copy, visit_For the original): "
-    "the loop body's l_<n>_name refs stay 'certainly assigned' after the loop, and a later "
-    "frame of the same level reads them bare: 'missing' is rendered, 'is defined' is true",
-)
 @pytest.mark.parametrize("template", LEAKED_FROM_A_LOOP)
 def test_a_name_set_in_a_loop_is_not_certain_in_a_later_frame(template: str) -> None:
     assert _outcome(_ours(), template) == _outcome(_stock(), template)
@@ -221,11 +215,6 @@ def test_random_templates_without_loops_agree_with_the_stock_sandbox(start: int)
         assert _outcome(ours, template) == _outcome(stock, template), (seed, template)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the loop leak of test_a_name_set_in_a_loop_is_not_certain_in_a_later_frame; "
-    "with blockvisit working on a copy of the set (the fix suggested) all 600 agree",
-)
 def test_random_templates_agree_with_the_stock_sandbox() -> None:
     ours, stock = _ours(), _stock()
     for seed in range(600):
@@ -297,14 +286,6 @@ WIDE_X = "\uff58"
 """Fullwidth x: an identifier, NFKC-normalized to ``x``."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fragments.py _layout writes each export name into Python source "
-    "(self.<name> = values[...]); Python NFKC-normalizes identifiers in source, so an export "
-    "named with the fi ligature or a fullwidth x (identifiers Jinja2 accepts) is stored under "
-    "'fi' / 'x': the fragment lacks the name set, and the fullwidth x overwrites 'x'. "
-    "Before f4d30aa (setattr) they were kept as set",
-)
 @pytest.mark.parametrize(
     "snippet",
     [
