@@ -47,7 +47,7 @@ from typing import Any
 from controller.render.filters import Group, none_first
 from controller.render.fragments import Fragment, same_argument
 from controller.render.grown import GrownList, mark_shared
-from controller.render.runs import same_ends as _common
+from controller.render.runs import same_ends
 from controller.render.runs import scattered as _scattered
 from controller.resources import MISSING, FrozenDict
 
@@ -355,7 +355,7 @@ class ListMemos:
                     continue
                 match = Match(entry, items, at)
             else:
-                head, tail = _common(entry.items, items)
+                head, tail = same_ends(entry.items, items)
                 match = Match(entry, items, None, head, tail)
                 if match.changed > 2 * limit:
                     continue
@@ -552,7 +552,7 @@ def _carried(was: list[Any], values: list[Any], items: list[Any]) -> list[Any]:
     an item ``was`` did not hold. Only the run between the common head and tail is looked
     at: aligned with the earlier run in C where it can be (:func:`_aligned`), else looked up
     item by item."""
-    head, tail = _common(was, items)
+    head, tail = same_ends(was, items)
     end, stop = len(was) - tail, len(items) - tail
     middle = _aligned(was, values, items, head, end, stop)
     if middle is None:
