@@ -380,17 +380,27 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
     """
     if type(port_name) is not str:
         raise FilterError(f"ready_endpoints: the port name must be a string, got {port_name!r}")
+    # Once per call, not per object: a Service has one slice of a few endpoints, so what is
+    # looked up per call (globals, bound methods) is a good part of the work.
+    frozen, plain, families = FrozenDict, dict, _IP_FAMILIES
     seen: set[tuple[str, int]] = set()
     found: list[dict[str, Any]] = []
+    mark, keep = seen.add, found.append
     # One slice (most Services): nothing to sort, and sort_by would return it as it is.
     one = (type(slices) is list or type(slices) is tuple) and len(slices) == 1
     for s in slices if one else sort_by(slices, "metadata.name"):
-        if not _is_mapping(s):
+        # Mappings: the two stored types by identity before the abstract isinstance (a slice
+        # has a dozen mappings to check).
+        if (tp := type(s)) is not frozen and tp is not plain and not isinstance(s, Mapping):
             raise _malformed(s, "the slice", s)
-        if s.get("addressType", "IPv4") not in _IP_FAMILIES:
+        if s.get("addressType", "IPv4") not in families:
             continue
         for sport in _sequence(s, "ports", s.get("ports")):
-            if not _is_mapping(sport):
+            if (
+                (tp := type(sport)) is not frozen
+                and tp is not plain
+                and not isinstance(sport, Mapping)
+            ):
                 raise _malformed(s, "a port", sport)
             if sport.get("name", "") != port_name:
                 continue
@@ -401,11 +411,19 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
                     f"number (got {port!r})"
                 )
             for ep in _sequence(s, "endpoints", s.get("endpoints")):
-                if not _is_mapping(ep):
+                if (
+                    (tp := type(ep)) is not frozen
+                    and tp is not plain
+                    and not isinstance(ep, Mapping)
+                ):
                     raise _malformed(s, "an endpoint", ep)
                 conditions = ep.get("conditions")
                 if conditions is not None:
-                    if not _is_mapping(conditions):
+                    if (
+                        (tp := type(conditions)) is not frozen
+                        and tp is not plain
+                        and not isinstance(conditions, Mapping)
+                    ):
                         raise _malformed(s, "conditions", conditions)
                     if conditions.get("ready") is False:
                         continue
@@ -415,16 +433,10 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
                 for address in addresses:
                     if type(address) is not str:
                         raise _malformed(s, "an address", address, "a string")
-                    if (address, port) not in seen:
-                        seen.add((address, port))
-                        found.append({"address": address, "port": port, "endpoint": ep})
+                    if (key := (address, port)) not in seen:
+                        mark(key)
+                        keep({"address": address, "port": port, "endpoint": ep})
     return found
-
-
-def _is_mapping(value: Any) -> bool:
-    """``isinstance(value, Mapping)``, without the abstract class's check for the two kinds
-    stored objects and templates hold (a slice has a dozen mappings to check)."""
-    return type(value) is FrozenDict or type(value) is dict or isinstance(value, Mapping)
 
 
 def _sequence(s: Mapping[str, Any], what: str, value: Any) -> Sequence[Any]:
