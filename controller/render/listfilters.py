@@ -320,7 +320,7 @@ def map_entries(environment: Any, value: Any, key: str, val: str) -> Any:
                 ks, vs = path_column(xs, key_path), path_column(xs, val_path)
                 if ks is None or vs is None or not scalars(ks) or not scalars(vs):
                     return None
-                keys, values = map(filters.map_key, ks), map(filters.map_value, vs)
+                keys, values = filters.map_keys(ks), filters.map_values(vs)
                 return list(map("{} {}\n".format, keys, values))
 
             site = ("map_entries", key_path, val_path)

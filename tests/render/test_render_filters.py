@@ -250,6 +250,45 @@ def test_map_columns_remember_only_what_passed(monkeypatch: pytest.MonkeyPatch) 
     assert "a b" not in filters._PASSED_KEYS
 
 
+def test_map_columns_checked_in_one_pass_only_when_every_value_passed() -> None:
+    """A whole column is taken as it is only when each of its values is a plain string that
+    passed before; otherwise each is checked in turn, so a long map's first bad line (key or
+    value) is the one refused, as item by item."""
+    from controller.render import filters
+    from controller.render.listfilters import LIST_FILTERS
+
+    keys = [f"h{i}.test/p" for i in range(70)]
+    assert list(map(filters.map_key, keys)) == keys
+    assert filters.map_keys(keys) is keys
+    assert filters.map_keys([*keys, "never passed"]) is not keys
+    with pytest.raises(filters.FilterError, match="never passed"):
+        list(filters.map_keys([*keys, "never passed"]))
+
+    class Text(str):
+        __slots__ = ()
+
+    assert filters.map_keys([*keys, Text("h1.test/p")]) is not keys
+    names = [f"be_{i}" for i in range(70)]
+    list(map(filters.map_value, names))
+    rows = [{"k": k, "v": v} for k, v in zip(keys, names, strict=True)]
+    entries = LIST_FILTERS["map_entries"]
+    assert entries(render_environment(), rows, "k", "v") == "".join(
+        f"{k} {v}\n" for k, v in zip(keys, names, strict=True)
+    )
+    bad = [*rows[:3], {"k": "x y", "v": "ok"}, {"k": "ok", "v": "a\nb"}, *rows[3:]]
+    with pytest.raises(filters.FilterError, match="map_key"):
+        entries(render_environment(), bad, "k", "v")
+    bad[3], bad[4] = bad[4], bad[3]
+    with pytest.raises(filters.FilterError, match="map_value"):
+        entries(render_environment(), bad, "k", "v")
+
+
+def render_environment() -> Any:
+    from controller.render.environment import TemplateEnvironment
+
+    return TemplateEnvironment()
+
+
 _VALUES = st.one_of(st.none(), st.integers(-3, 3), st.sampled_from(["a", "b", "B", ""]))
 _ITEMS = st.lists(
     st.one_of(
