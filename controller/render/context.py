@@ -51,6 +51,20 @@ class Resources(Mapping[str, CollectionView]):
         self._tainted: set[str] = set()
         """Shared modules an output changed (assigned to a namespace of) in this render."""
 
+    def release(self) -> None:
+        """Its render is over: keep only what a module kept from that render reads through
+        it later, its collections' names (every lookup goes to the render running then, see
+        :meth:`current`). Otherwise a module kept for many renders (the quickstart's
+        service-ports reads nothing and is built once) would keep the render that built it
+        alive: that render's snapshot and every module it obtained, the routing table among
+        them. This also breaks the cycle between this object and its ``_base``."""
+        self._view = _Finished(self._names)
+        self._base = {}
+        self._cache = {}
+        self._modules = {}
+        self._charged = {}
+        self._tainted = set()
+
     def current(self) -> Resources:
         """The ``resources`` of the render running now (:data:`CURRENT`), else this one.
 
@@ -91,6 +105,25 @@ class Resources(Mapping[str, CollectionView]):
 
     def __repr__(self) -> str:
         return f"resources({', '.join(self._names)})"
+
+
+class _Finished:
+    """The store view of a :class:`Resources` whose render is over. A template reads it only
+    while some render runs, through that render's; reading it otherwise is a bug of ours."""
+
+    __slots__ = ("_names",)
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self._names = names
+
+    def collection(self, name: str) -> CollectionView:
+        raise RuntimeError(f"resources.{name} read after its render was over")
+
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
 
 
 CURRENT: ContextVar[Resources | None] = ContextVar("htc_render_resources", default=None)

@@ -509,12 +509,14 @@ class Renderer:
         it as they found it in either order."""
         resume = gc.isenabled()
         gc.disable()
+        self._loader.begin()
         try:
             return self._render(view, http, extra_context, after_output, skip or {})
         except Exception as exc:  # a bug of ours; the caller still gets a result
             diag = _internal(exc, "render", None)
             return RenderResult(FileSet(), diagnostics=(*self._static, diag))
         finally:
+            self._loader.end()
             if resume:
                 gc.enable()
 
@@ -688,10 +690,12 @@ class Renderer:
                 tmpl = self._loader.templates.get(module)
                 if isinstance(tmpl, SnippetTemplate):
                     tmpl.keep = False
-                    tmpl._memo = None
+                    self._loader.replace(tmpl, None)
             for memo in (self._memo, self._judged):
                 for name in [n for n, m in memo.items() if _reads_tainted(m.basis, resources)]:
                     del memo[name]
+        self._loader.retire(resources._modules.items())
+        resources.release()
 
         return RenderResult(
             files=FileSet.of(entries),

@@ -18,18 +18,28 @@ Everything else is evaluated as Jinja2 always does. The cache lives in the rende
 :class:`~controller.render.context.Resources` object; a module is also kept for the next
 render, which reuses it while nothing it read has changed (see
 :mod:`controller.render.incremental`).
+
+A module's context and its macros form a reference cycle (the context holds each macro, each
+macro's closure the context's lookup). A module a later render replaced was therefore freed
+only by a collection of the whole heap, with everything it held: at 10,000 Ingresses the
+routing table's lists and tables, about 1.4 MB per changed render, 8 MB after a dozen
+changes, and a whole-heap collection costs 0.6-0.8 s there. :class:`SnippetLoader` breaks
+that cycle once no render can read the module any more (see :meth:`SnippetLoader.end`), so
+reference counting frees it at once.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jinja2 import BaseLoader, Template, TemplateNotFound, nodes
 from jinja2.environment import TemplateModule
-from jinja2.runtime import Context
+from jinja2.runtime import Context, Macro
 from jinja2.utils import Namespace
 
 from controller.render.budget import BudgetExceeded
@@ -274,7 +284,11 @@ class SnippetTemplate(Template):
                 recorder.tokens,
             )
         if raw is not None and self.keep:
-            self._memo = found
+            loader = self.environment.loader
+            if isinstance(loader, SnippetLoader):
+                loader.replace(self, found, context if found.context is not context else None)
+            else:
+                self._memo = found
         return found
 
 
@@ -288,13 +302,102 @@ def _unshadowed(
 
 
 class SnippetLoader(BaseLoader):
-    """Serves precompiled snippets; Jinja2's own template cache is off (this is the cache)."""
+    """Serves precompiled snippets; Jinja2's own template cache is off (this is the cache).
+
+    It also counts the renders in flight (the renderer calls :meth:`begin` and :meth:`end`
+    around each; an admission judge may render in another thread while the reconcile loop
+    does) and keeps the shared modules no template keeps any more (:meth:`replace`,
+    :meth:`retire`), to break their reference cycles once no render is in flight."""
+
+    RETIRED_MAX = 512
+    """Retired modules remembered at most while renders overlap: beyond that the oldest are
+    left to the cyclic collector (renders that never stop overlapping must not grow this)."""
 
     def __init__(self) -> None:
         self.templates: dict[str, Template] = {}
+        self._lock = threading.Lock()
+        self._renders = 0
+        self._retired: list[tuple[SnippetTemplate, weakref.ref[Context]]] = []
+        """Held weakly: one the collector frees meanwhile needs nothing more."""
+
+    def begin(self) -> None:
+        """A render starts."""
+        with self._lock:
+            self._renders += 1
+
+    def end(self) -> None:
+        """A render is over. If it was the last one in flight, each retired module that is not
+        its template's latest again has its context emptied: its cycle (the context holds the
+        module's macros, their closures the context) is broken, and reference counting frees
+        the module with what it held as soon as nothing else holds it.
+
+        Why this cannot change any render's output: a render obtains a shared module only
+        from its own render's cache or from its template's latest (``_memo``), and every
+        output, module or fragment kept from an earlier render is reused only while each
+        module it imported is *the very same object* as this render's (compared by identity,
+        never by reading it). With no render in flight, then, the only modules any later
+        render can read are the templates' latest, which are left alone; the others are held
+        at most for that identity check (an output kept from an earlier render, which then
+        renders again) or by one another. While any render is in flight nothing is cleared:
+        it may be reading a module another render replaced meanwhile, or have made a retired
+        one its template's latest again (evaluated to the same exports)."""
+        with self._lock:
+            self._renders -= 1
+            if self._renders or not self._retired:
+                return
+            retired, self._retired = self._retired, []
+            for template, ref in retired:
+                context = ref()
+                latest = template._memo
+                if context is not None and (latest is None or latest.context is not context):
+                    _break_cycle(context)
+
+    def replace(
+        self,
+        template: SnippetTemplate,
+        found: SharedModule | None,
+        discarded: Context | None = None,
+    ) -> None:
+        """``found`` is ``template``'s latest module now; the one before is retired, and so is
+        ``discarded``, the context of an evaluation that exported the same as the latest and
+        was dropped for it (see :func:`~controller.render.sameness.same_module`)."""
+        with self._lock:
+            old, template._memo = template._memo, found
+            if old is not None and (found is None or old.context is not found.context):
+                self._retire(template, old.context)
+            if discarded is not None:
+                self._retire(template, discarded)
+
+    def retire(self, modules: Iterable[tuple[str, SharedModule]]) -> None:
+        """The shared modules a render obtained, once it is over: those that are their
+        template's latest are spared when the retired are cleared (see :meth:`end`)."""
+        with self._lock:
+            for name, found in modules:
+                template = self.templates.get(name)
+                if isinstance(template, SnippetTemplate):
+                    self._retire(template, found.context)
+
+    def _retire(self, template: SnippetTemplate, context: Context) -> None:
+        retired = self._retired
+        if len(retired) >= self.RETIRED_MAX:
+            retired[:] = [r for r in retired if r[1]() is not None][-self.RETIRED_MAX // 2 :]
+        retired.append((template, weakref.ref(context)))
 
     def load(self, environment: Any, name: str, globals: Any = None) -> Template:
         found = self.templates.get(name)
         if found is None:
             raise TemplateNotFound(name)
         return found
+
+
+def _break_cycle(context: Context) -> None:
+    """Empty a module's context (its top-level names), and the closures of the macros it
+    defined: those hold the context's lookup and one another (a macro that calls itself holds
+    itself), so this breaks every cycle its evaluation made. Only for a module no render can
+    read any more (see :meth:`SnippetLoader.end`)."""
+    for value in list(context.vars.values()):
+        if type(value) is Macro:
+            for cell in value._func.__closure__ or ():
+                with suppress(ValueError):  # never assigned
+                    del cell.cell_contents
+    context.vars.clear()
