@@ -18,10 +18,15 @@ from typing import Any, overload
 
 from controller.validation.rules.compiled import OwnerKind
 from controller.validation.rules.deferred import (
+    CODE_NONE,
+    CODE_PASSED,
+    CODE_SKIPPED,
     OUTPUT_SELF,
     DeferredInputs,
     Known,
     Plan,
+    Row,
+    code_of,
     has_value,
     memo_name,
 )
@@ -107,9 +112,7 @@ def _received_outputs(
     return _Outputs(present, done)
 
 
-_NONE, _PASSED, _SKIPPED = 0, 1, 2
-_CODES = {State.PASSED: _PASSED, State.SKIPPED: _SKIPPED}
-_BY_CODE = {_PASSED: Judgement(State.PASSED), _SKIPPED: Judgement(State.SKIPPED)}
+_BY_CODE = {CODE_PASSED: Judgement(State.PASSED), CODE_SKIPPED: Judgement(State.SKIPPED)}
 
 
 class _Known(Mapping[_Key, Judgement]):
@@ -142,8 +145,21 @@ class _Known(Mapping[_Key, Judgement]):
             keys = self._object_keys.get(name, ())
             index = self._index[name] = {k: i for i, k in enumerate(keys) if k is not None}
         i = index.get(object_key)
-        code = codes[i] if i is not None else _NONE
-        return _BY_CODE[code] if code != _NONE else default
+        code = codes[i] if i is not None else CODE_NONE
+        return _BY_CODE[code] if code != CODE_NONE else default
+
+    def row(self, memo: str, keys: Sequence[Any]) -> Row | None:
+        """The codes sent for ``memo``, when ``keys`` are the objects they were sent for
+        (``deferred.known_row``): evaluation then looks up only the objects without one."""
+        entry = self._codes.get(memo)
+        if entry is None or keys is not self._object_keys.get(entry[0]):
+            return None
+        others = self._others
+
+        def rest(object_key: Any) -> Judgement | None:
+            return others.get((memo, object_key))
+
+        return entry[1], rest
 
     def __getitem__(self, key: _Key) -> Judgement:
         found = self.get(key)
@@ -156,7 +172,7 @@ class _Known(Mapping[_Key, Judgement]):
         for memo, (name, codes) in self._codes.items():
             keys = self._object_keys.get(name, ())
             for k, code in zip(keys, codes, strict=False):
-                if code != _NONE and k is not None:
+                if code != CODE_NONE and k is not None:
                     yield (memo, k)
 
     def __len__(self) -> int:
@@ -176,20 +192,22 @@ def _packed(inputs: DeferredInputs, p: Plan) -> _Known:
             if j is not None:
                 others[(memo, OUTPUT_SELF)] = j
             continue
-        row = bytearray()
-        judged = known.of(memo) if isinstance(known, Known) else None
-        for k in inputs.object_keys.get(r.owner.name, ()):
-            if k is None:
-                j = None
-            elif judged is not None:
-                j = judged.get(k)
-            else:
-                j = known.get((memo, k))
-            code = _CODES.get(j.state, _NONE) if j is not None and j.diagnostic is None else _NONE
-            if j is not None and code == _NONE:
+        keys = inputs.object_keys.get(r.owner.name, ())
+        if isinstance(known, Known):
+            # One pass in C; the judgements no code stands for (failures, mostly: few) are
+            # sent as they are, those of objects no longer listed too (they are still true).
+            row, _ = known.row(memo, keys)
+            others.update(((memo, k), j) for k, j in known.coded(memo)[1].items())
+            codes[memo] = (r.owner.name, row)
+            continue
+        packed = bytearray()
+        for k in keys:
+            j = None if k is None else known.get((memo, k))
+            code = code_of(j) if j is not None else CODE_NONE
+            if j is not None and code == CODE_NONE:
                 others[(memo, k)] = j
-            row.append(code)
-        codes[memo] = (r.owner.name, bytes(row))
+            packed.append(code)
+        codes[memo] = (r.owner.name, bytes(packed))
     return _Known(codes, others, inputs.object_keys)
 
 
