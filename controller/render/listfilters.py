@@ -12,7 +12,7 @@ sees what it always saw, errors at the moment they always came.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from operator import not_
 from typing import Any
 
@@ -181,9 +181,12 @@ def sort(
     return jinja2.filters.do_sort(environment, value, reverse, case_sensitive, attribute)
 
 
-def _plain_test(context: Context, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The test of ``selectattr(attr, test, *rest)`` when it depends on nothing but its
-    arguments (None: the value's truth); Unsafe for one that reads the context."""
+def _plain_test(
+    context: Context, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+    """The test of ``selectattr(attr, test, *rest)`` and its positional arguments, when it
+    depends on nothing but its arguments (None: the value's truth); Unsafe for one that
+    reads the context."""
     if len(args) < 2:
         return None
     name, rest = args[1], args[2:]
@@ -196,7 +199,7 @@ def _plain_test(context: Context, args: tuple[Any, ...], kwargs: dict[str, Any])
                 scalar(x)
         else:
             scalar(a)
-    return lambda v: fn(v, *rest, **kwargs)
+    return fn, rest
 
 
 def _memo_select(keep: bool) -> Callable[..., Any]:
@@ -209,21 +212,25 @@ def _memo_select(keep: bool) -> Callable[..., Any]:
         if items is not None:
             try:
                 parts = _parts(args[0])
-                test = _plain_test(context, args, kwargs)
+                found = _plain_test(context, args, kwargs)
+                fn, rest = found if found is not None else (None, ())
 
                 def each(x: Any) -> bool:
                     v = jinja_walk(x, parts)
                     if type(v) not in _TESTABLE:
                         raise Unsafe
-                    return bool(v if test is None else test(v))
+                    return bool(v if fn is None else fn(v, *rest, **kwargs))
 
                 def batch(xs: list[Any]) -> list[Any] | None:
                     values = jinja_column(xs, parts)
                     if values is None or not set(map(type, values)) <= _TESTABLE:
                         return None
-                    if test is None:
+                    if fn is None:
                         return list(map(bool, values))
-                    return [bool(test(v)) for v in values]
+                    if kwargs:
+                        return [bool(fn(v, *rest, **kwargs)) for v in values]
+                    # fn(v, *rest) for each value, called from C (eq, ne... are C themselves).
+                    return list(map(bool, map(fn, values, *map(repeat, rest))))
 
                 key = (name, tuple(parts), args[1] if len(args) > 1 else None)
                 flags = per_item(

@@ -210,18 +210,24 @@ def scalars(values: list[Any], missing: bool = False) -> bool:
 
 
 def jinja_column(items: list[Any], parts: list[Any]) -> list[Any] | None:
-    """``[jinja_walk(x, parts) for x in items]`` when ``parts`` is empty, or one name that
-    every item — all plain dicts or stored objects, or all fragments — holds; else None."""
+    """``[jinja_walk(x, parts) for x in items]`` when ``parts`` is empty, or names that every
+    item holds in turn, all of them plain dicts or stored objects at each step (``spec.x``
+    over Ingresses), or one name that every fragment exports; else None."""
     if not parts:
         return list(items)
-    if len(parts) != 1 or type(parts[0]) is not str:
+    part = parts[0]
+    if type(part) is not str:
         return None
-    part: str = parts[0]
     types = set(map(type, items))
     try:
         if types <= _MAPPINGS:
-            return list(map(itemgetter(part), items))
-        if types == {Fragment} and part[:1] != "_":
+            out = list(map(itemgetter(part), items))
+            for part in parts[1:]:
+                if type(part) is not str or not set(map(type, out)) <= _MAPPINGS:
+                    return None
+                out = list(map(itemgetter(part), out))
+            return out
+        if len(parts) == 1 and types == {Fragment} and part[:1] != "_":
             out = list(map(itemgetter(part), map(_exports, items)))
             if GrownList in set(map(type, out)):
                 for v in out:

@@ -46,6 +46,13 @@ EXPRESSIONS = [
     "xs | map(attribute='sub') | flatten",
     "xs | map(attribute='sub') | list + [xs] | flatten | length",
     "xs | map(attribute='k') | list | flatten",
+    "xs | selectattr('m.k') | list",
+    "xs | rejectattr('m.k', 'defined') | list",
+    "xs | selectattr('m.k', 'eq', 1) | map(attribute='m.k') | list",
+    "xs | rejectattr('m.k', 'none') | list",
+    "xs | selectattr('m.k', 'in', [1, 'a']) | list",
+    "xs | unique(attribute='m.k') | list",
+    "xs | sort(attribute='m.k')",
 ]
 
 KEYS = st.sampled_from([0, 1, 2, True, 1.0, "a", "A", "b", None, float("nan")])
@@ -64,6 +71,17 @@ def items(draw: Any, n: int) -> dict[str, Any]:
         "s": draw(TEXT_KEYS),
         "sub": [draw(SAFE_KEYS), draw(SAFE_KEYS)],
     }
+    # m.k: a path of two names, missing (or not a plain mapping) now and then.
+    inner = draw(st.integers(0, 59))
+    item["m"] = (
+        {}
+        if inner == 0
+        else Namespace(k=1)
+        if inner == 1
+        else [1]
+        if inner == 2
+        else {"k": draw(KEYS if mixed else SAFE_KEYS)}
+    )
     drop = draw(st.integers(0, 14))
     if drop == 0:
         del item["k"]
