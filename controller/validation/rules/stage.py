@@ -139,6 +139,12 @@ def reads_lines(rules: Iterable[CompiledRule]) -> bool:
     )
 
 
+def output_paths(ruleset: RuleSet) -> dict[str, str]:
+    """Each output's path in a file set. The quickstart has 332 outputs: spelling every path
+    for every candidate was a third of converting its inputs."""
+    return {name: str(owner.path) for name, owner in ruleset.outputs.items()}
+
+
 def deferred_inputs(
     ruleset: RuleSet,
     render: RenderResult,
@@ -146,16 +152,19 @@ def deferred_inputs(
     lazy: bool = False,
     lines: bool = True,
     objects: Mapping[str, Sequence[Any]] | None = None,
+    paths: Mapping[str, str] | None = None,
 ) -> DeferredInputs:
     """Convert what the deferred rules of ``ruleset`` read from ``render`` for CEL
     (``lazy``: each object when first read; ``lines=False`` only when
     :func:`reads_lines` is false for every rule that will read them; ``objects``: each
-    collection's objects as listed from the render's view already)."""
+    collection's objects as listed from the render's view already; ``paths``:
+    :func:`output_paths` of ``ruleset``, made once)."""
     entries: dict[str, FileEntry | None] = {}
     states: dict[str, str] = {}
-    for name, owner in ruleset.outputs.items():
-        status = render.outputs.get(name)
-        entry = render.files.get(str(owner.path))
+    files, statuses = render.files.files, render.outputs
+    for name, path in (paths if paths is not None else output_paths(ruleset)).items():
+        status = statuses.get(name)
+        entry = files.get(path)
         if entry is not None and (status is None or status.state == "rendered"):
             entries[name] = entry
         else:
@@ -271,6 +280,7 @@ class RulesStage(Stage):
         self.isolation = isolation
         self.plan = plan(ruleset)
         self._lines = reads_lines(self.plan.order)
+        self._paths = output_paths(ruleset)
         self._memo: tuple[RenderResult, DeferredInputs] | None = None
         self._objects_memo: tuple[RenderResult, dict[str, _Keyed]] | None = None
         self._by_token: dict[str, tuple[object, _Keyed]] = {}
@@ -292,7 +302,7 @@ class RulesStage(Stage):
         keyed = self._keyed_objects(render)
         objects = {name: objs for name, (objs, _) in keyed.items()}
         inputs = deferred_inputs(
-            self.ruleset, render, lazy=True, lines=self._lines, objects=objects
+            self.ruleset, render, lazy=True, lines=self._lines, objects=objects, paths=self._paths
         )
         object_keys = {name: keyed[name][1] for name in inputs.collections}
         memo_keys = self._memo_keys(render, inputs, object_keys)
@@ -539,8 +549,8 @@ class RulesStage(Stage):
                 if r.owner.kind is OwnerKind.OUTPUT:
                     outs.add(r.owner.name)
                 for n in sorted(outs):
-                    owner = self.ruleset.outputs.get(n)
-                    entry = render.files.get(str(owner.path)) if owner is not None else None
+                    path = self._paths.get(n)
+                    entry = render.files.get(path) if path is not None else None
                     if has_value(inputs.outputs, n) and entry is not None:
                         parts.append([n, self._digest(entry.content)])
                     else:
