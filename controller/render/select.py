@@ -13,6 +13,7 @@ does not exist, goes through the dispatcher as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from types import BuiltinFunctionType
 from typing import Any
 
 from jinja2 import pass_context
@@ -20,14 +21,31 @@ from jinja2.exceptions import FilterArgumentError
 from jinja2.runtime import Context
 from jinja2.utils import _PassArg
 
+from controller.resources import FrozenDict
 
-def _parts(attribute: Any) -> list[Any]:
+_PARTS: dict[str, tuple[Any, ...]] = {}
+"""Attribute strings already split (a template passes the same few, once per call)."""
+_PARTS_MAX = 256
+
+
+def _parts(attribute: Any) -> tuple[Any, ...]:
     """A dotted attribute path as Jinja2 splits it: digit parts are list indexes."""
     if attribute is None:
-        return []
+        return ()
     if isinstance(attribute, str):
-        return [int(x) if x.isdigit() else x for x in attribute.split(".")]
-    return [attribute]
+        if type(attribute) is str:
+            parts = _PARTS.get(attribute)
+            if parts is None:
+                if len(_PARTS) >= _PARTS_MAX:
+                    _PARTS.clear()
+                parts = _PARTS[attribute] = _split(attribute)
+            return parts
+        return _split(attribute)
+    return (attribute,)
+
+
+def _split(attribute: str) -> tuple[Any, ...]:
+    return tuple(int(x) if x.isdigit() else x for x in attribute.split("."))
 
 
 def _test(
@@ -40,7 +58,10 @@ def _test(
     name, rest = args[1], args[2:]
     found: Any = env.tests.get(name) if type(name) is str else None
     fn: Callable[..., Any] | None = found
-    if fn is None or _PassArg.from_obj(found) is not None:
+    # A function written in C (eq, ne...) cannot carry Jinja2's pass_* mark.
+    if fn is None or (
+        type(found) is not BuiltinFunctionType and _PassArg.from_obj(found) is not None
+    ):
         return lambda v: env.call_test(name, v, rest, kwargs, context)
     if not kwargs and len(rest) == 1:
         arg = rest[0]
@@ -66,7 +87,11 @@ def _select(
         for item in value:
             v = item
             for part in parts:
-                v = getitem(v, part)
+                # What getitem answers for a key a stored object or dict holds: the item.
+                if ((tp := type(v)) is FrozenDict or tp is dict) and part in v:
+                    v = v[part]
+                else:
+                    v = getitem(v, part)
             if test is not None:
                 v = test(v)
             if keep:

@@ -114,3 +114,26 @@ HOSTILE_VALUE = st.one_of(
 def test_same_as_jinja2_on_any_items(items: Any, attr: str, test: str, which: str) -> None:
     expr = f"items | {which}('{attr}'{test}) | list"
     assert _outcome(OURS, expr, items) == _outcome(THEIRS, expr, items)
+
+
+@pytest.mark.parametrize("expr", [e for e in EXPRESSIONS if e.startswith("items")])
+def test_same_as_jinja2_on_stored_objects(expr: str) -> None:
+    # Stored objects are FrozenDicts, read without the environment's getitem when they
+    # hold the name.
+    from controller.resources.frozen import freeze
+
+    frozen = freeze(ITEMS)
+    assert _outcome(OURS, expr, frozen) == _outcome(THEIRS, expr, frozen)
+
+
+def test_split_attribute_paths_are_kept_bounded() -> None:
+    from controller.render import select
+
+    for i in range(3 * select._PARTS_MAX):
+        assert select._parts(f"a.{i}") == ("a", i)
+    assert len(select._PARTS) <= select._PARTS_MAX
+
+    class Name(str):
+        __slots__ = ()
+
+    assert select._parts(Name("b.1")) == ("b", 1)
