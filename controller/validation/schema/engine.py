@@ -16,6 +16,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, count, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import fastjsonschema
@@ -103,6 +105,9 @@ def fingerprint_of(family_name: str, overlays: Sequence[Mapping[str, Any]]) -> s
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+_TEXT_HASH = attrgetter("text_hash")
+
+
 class SchemaEngine:
     """One family's schema with overlays applied; validates sections and caches the results."""
 
@@ -129,6 +134,9 @@ class SchemaEngine:
         ] = {}
         self._option_validators: dict[tuple[str, str], dict[str, Callable[[Any], Any]]] = {}
         self._cache: OrderedDict[tuple[str, ...], tuple[Finding, ...]] = OrderedDict()
+        self._by_hash: dict[str, tuple[Finding, ...]] = {}
+        """A section's findings by its text's hash alone, for parses without conditional
+        blocks (see :meth:`_check_plain`); emptied when it holds ``cache_size``."""
         self._cache_size = cache_size
         self._memo: dict[tuple[Any, ...], tuple[tuple[RuleId, str, int, int, str | None], ...]] = {}
         self._memo_size = 200_000
@@ -165,6 +173,10 @@ class SchemaEngine:
 
     def check(self, parsed: ParsedConfig) -> list[tuple[Section, Finding]]:
         """Findings of every section, reusing cached results of unchanged sections."""
+        if not parsed.macros:
+            hashes = list(map(_TEXT_HASH, parsed.sections))
+            if "" not in hashes:
+                return self._check_plain(parsed.sections, hashes)
         out: list[tuple[Section, Finding]] = []
         cache = self._cache
         has_conditions = bool(parsed.macros)
@@ -186,6 +198,36 @@ class SchemaEngine:
             for f in found:
                 out.append((section, f))
         return out
+
+    def _check_plain(
+        self, sections: Sequence[Section], hashes: list[str]
+    ) -> list[tuple[Section, Finding]]:
+        """:meth:`check` of a parse without conditional blocks, whose sections all carry
+        their text's hash: each section's findings follow from its text alone, so they are
+        looked up by that hash, all sections at once in C, and only the sections never seen
+        go through the cache of findings (and :meth:`check_section`). At 1,000 Ingresses a
+        proposal's 1,005 sections cost 0.7 ms one by one, for the one or two that changed."""
+        by_hash = self._by_hash
+        found_all: list[tuple[Finding, ...] | None] = list(map(by_hash.get, hashes))
+        misses = list(compress(count(), map(is_, found_all, repeat(None))))
+        self.stats.sections_reused += len(sections) - len(misses)
+        if len(by_hash) + len(misses) > self._cache_size:
+            by_hash.clear()
+        cache = self._cache
+        for i in misses:
+            section, text_hash = sections[i], hashes[i]
+            key = (section.keyword, text_hash)
+            found = cache.get(key)
+            if found is None:
+                found = self.check_section(section)
+                cache[key] = found
+                if len(cache) > self._cache_size:
+                    cache.popitem(last=False)
+            else:
+                cache.move_to_end(key)
+                self.stats.sections_reused += 1
+            by_hash[text_hash] = found_all[i] = found
+        return [(sections[i], f) for i in compress(count(), found_all) for f in found_all[i] or ()]
 
     def diagnostics(
         self, parsed: ParsedConfig, path: str, source_map: SourceMap | None = None

@@ -80,3 +80,22 @@ def test_conditional_directives_are_left_to_haproxy(cfg: Parse) -> None:
     engine = SchemaEngine("2.8")
     assert engine.diagnostics(cfg(text), "haproxy.cfg") == []
     assert engine.stats.directives_skipped == 1
+
+
+def test_findings_looked_up_by_hash_are_each_sections_own(cfg: Parse) -> None:
+    """Sections are looked up by their text's hash, all at once: after edits that move,
+    change, add and remove sections, each section has exactly the findings a fresh engine
+    finds for it, in section order."""
+    engine = SchemaEngine("2.8")
+    variants = [
+        config(8, weight_of_b3=999),
+        config(8, weight_of_b3=999, extra_head="    nbthread 2"),
+        config(9, weight_of_b3=10),
+        config(3, weight_of_b3=1000, extra_head="    maxconn 7"),
+        config(8, weight_of_b3=999),
+    ]
+    for text in variants:
+        parsed = cfg(text)
+        fresh = SchemaEngine("2.8")
+        expected = [(s, f) for s in parsed.sections for f in fresh.check_section(s)]
+        assert engine.check(parsed) == expected
