@@ -328,7 +328,8 @@ def map_entries(environment: Any, value: Any, key: str, val: str) -> Any:
                 if ks is None or vs is None or not scalars(ks) or not scalars(vs):
                     return None
                 keys, values = filters.map_keys(ks), filters.map_values(vs)
-                return list(map("{} {}\n".format, keys, values))
+                # line() of each item: both are plain str here, so joined as formatted.
+                return list(map("".join, zip(keys, repeat(" "), values, repeat("\n"))))
 
             site = ("map_entries", key_path, val_path)
             return "".join(per_item(memos_of(environment), site, None, items, line, batch))
