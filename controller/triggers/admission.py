@@ -186,7 +186,7 @@ class AdmissionJudge:
         render, verdict = await evaluate(engine, proposal, self.http(), gate=gate)
         report = verdict.report
         checksum = report.metadata.checksum
-        if verdict.validated is not None:
+        if verdict.valid:
             return AdmissionDecision(
                 True,
                 warnings=_warnings(report),
@@ -320,7 +320,7 @@ class AdmissionJudge:
                 engine, view, http if spec.http_sources else None, gate=gate
             )
             report = verdict.report
-            if verdict.validated is not None:
+            if verdict.valid:
                 return AdmissionDecision(
                     True, warnings=_warnings(report), checksum=report.metadata.checksum
                 )

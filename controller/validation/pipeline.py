@@ -30,7 +30,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -88,16 +88,36 @@ _START_ORDER = {Phase.HAPROXY: 0}
 """``haproxy -c`` is spawned first; the others start in stage order behind it."""
 
 
-@dataclass(frozen=True, slots=True)
 class Verdict:
-    """A report, plus the deployable file set when (and only when) the report is valid."""
+    """A report, plus the deployable file set when (and only when) the report is valid.
 
-    report: ValidationReport
-    validated: ValidatedFileSet | None
+    The file set is issued when first asked for (``issue``): issuing copies it and hashes
+    its bytes again (``ValidatedFileSet``), 0.35 ms at 1,000 Ingresses, and an admission
+    verdict only needs to know whether there would be one (:attr:`valid`)."""
+
+    __slots__ = ("_issue", "_validated", "report")
+
+    def __init__(
+        self,
+        report: ValidationReport,
+        validated: ValidatedFileSet | None,
+        *,
+        issue: Callable[[], ValidatedFileSet] | None = None,
+    ) -> None:
+        self.report = report
+        self._validated = validated
+        self._issue = issue
+
+    @property
+    def validated(self) -> ValidatedFileSet | None:
+        if self._validated is None and self._issue is not None:
+            self._validated, self._issue = self._issue(), None
+        return self._validated
 
     @property
     def valid(self) -> bool:
-        return self.validated is not None
+        """Whether :attr:`validated` is a file set, without issuing it."""
+        return self._validated is not None or self._issue is not None
 
 
 class PipelineSetupError(Exception):
@@ -342,8 +362,10 @@ class Pipeline:
         missing = missing_phases(report)
         if missing and not self.allow_partial:
             return Verdict(undeployable(report, missing), None)
-        validated = _issue(render.files, report, self.fingerprint, partial=self.allow_partial)
-        return Verdict(report, validated)
+        files, fingerprint, partial = render.files, self.fingerprint, self.allow_partial
+        return Verdict(
+            report, None, issue=lambda: _issue(files, report, fingerprint, partial=partial)
+        )
 
     # --- running the stages ---------------------------------------------------------------
 

@@ -75,6 +75,12 @@ class VerdictLike(Protocol):
     @property
     def validated(self) -> ValidatedFileSet | None: ...
 
+    @property
+    def valid(self) -> bool:
+        """Whether ``validated`` is a file set (a pipeline's verdict answers without issuing
+        it: admission needs no file set)."""
+        ...
+
 
 class CheckerLike(Protocol):
     async def check(
@@ -115,6 +121,10 @@ def failure_report(
 class _Verdict:
     report: ValidationReport
     validated: ValidatedFileSet | None
+
+    @property
+    def valid(self) -> bool:
+        return self.validated is not None
 
 
 def verdict(report: ValidationReport, validated: ValidatedFileSet | None) -> VerdictLike:

@@ -231,6 +231,29 @@ async def test_check_hands_out_validated_file_set_only_when_valid() -> None:
         ValidatedFileSet(render_of().files, good.report, "x", _token=object())
 
 
+async def test_the_validated_file_set_is_issued_when_first_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issuing copies and hashes the file set again: a caller that only asks whether the
+    verdict is valid (admission) pays nothing for it; one that asks for the set gets one,
+    the same one every time."""
+    from controller.validation import pipeline as pipeline_module
+
+    issued: list[object] = []
+    real = vars(pipeline_module)["_issue"]
+
+    def counting(*args: object, **kw: object) -> ValidatedFileSet:
+        issued.append(args[0])
+        return real(*args, **kw)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(pipeline_module, "_issue", counting)
+    verdict = await pipeline(stages(*ALL)).check(render_of())
+    assert verdict.valid and issued == []
+    first = verdict.validated
+    assert isinstance(first, ValidatedFileSet) and verdict.validated is first
+    assert len(issued) == 1 and verdict.valid
+
+
 async def test_stage_context_carries_version_and_files() -> None:
     seen: dict[str, object] = {}
 
