@@ -295,6 +295,7 @@ async def measure(
                 c["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "svc-0"
                 c["spec"]["rules"][0]["http"]["paths"][1]["backend"]["service"]["name"] = "svc-0"
             burst_cpu0, burst_worker0 = cpu_seconds(), rules_pool.stats()["cpuUs"]
+            burst_children0 = children_seconds()
             gc_pauses.clear()
             gc_generations.clear()
             results = await asyncio.gather(
@@ -302,6 +303,7 @@ async def measure(
                   for k, c in enumerate(creates))
             )  # fmt: skip
             burst_worker = (rules_pool.stats()["cpuUs"] - burst_worker0) / 1e6
+            burst_children = children_seconds() - burst_children0
             burst_cpu = cpu_seconds() - burst_cpu0 + burst_worker
             burst_gc_ms = sum(gc_pauses)
             burst_full_gcs = gc_generations.count(2)
@@ -356,6 +358,13 @@ async def measure(
         "cores": cores,
         "floorMs": round(concurrency * hms / cores, 1),
         "concurrentCpuMsPerProposal": round(burst_cpu * 1000 / concurrency, 1),
+        # its parts: this process (the controller, and the bench's HTTPS client beside it),
+        # its children (the sandboxed haproxy -c, forked rule batches), the rules worker
+        "concurrentSelfCpuMsPerProposal": round(
+            (burst_cpu - burst_children - burst_worker) * 1000 / concurrency, 1
+        ),
+        "concurrentChildCpuMsPerProposal": round(burst_children * 1000 / concurrency, 1),
+        "concurrentWorkerCpuMsPerProposal": round(burst_worker * 1000 / concurrency, 1),
         "concurrentGcMs": round(burst_gc_ms, 1),
         "concurrentFullGcs": burst_full_gcs,
         **through_api,
