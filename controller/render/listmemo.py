@@ -541,10 +541,12 @@ def per_item(
         else:
             results = _carried(entry.items, entry.state, items)
             missing = list(compress(count(), map(is_, results, repeat(_NONE))))
-            for i in missing:
-                results[i] = each(items[i])
             if 2 * len(missing) <= len(items):
+                for i in missing:
+                    results[i] = each(items[i])
                 stale = entry  # this call is the earlier one brought up to date
+            else:  # mostly other items (another call with these arguments): from scratch
+                results = _all(items, each, batch)
     memos.store(key, args, items, results, match if stale is None else stale)
     return results
 
@@ -870,10 +872,12 @@ def unique_by(
         else:  # the items moved (sorted again after one changed): their keys did not
             keys = _carried(latest.items, latest.state.keys, items)
             missing = list(compress(count(), map(is_, keys, repeat(_NONE))))
-            for i in missing:
-                keys[i] = key_of(items[i])
             if 2 * len(missing) <= len(items):
+                for i in missing:
+                    keys[i] = key_of(items[i])
                 stale = latest  # this call is the earlier one brought up to date
+            else:  # mostly other items (another call with these arguments): from scratch
+                keys = _all(items, key_of, batch)
         # Each key's first position, in C: the pairs go in last to first, so the position
         # that stays is the first (a loop over 20,000 keys was a few ms per call).
         n = len(keys)

@@ -177,6 +177,49 @@ def test_a_changed_item_is_all_that_is_computed_again() -> None:
     assert asked == [xs[50], ys[50]]  # the one that left and the one that came
 
 
+def test_other_items_under_the_same_arguments_are_computed_in_one_batch() -> None:
+    """Two call sites with the same filter and arguments (selectattr('special') over two
+    lists of fragments) share the memo's key: the second one's items are not looked up one
+    by one in the first one's, they are computed from scratch, as a whole."""
+    memos = listmemo.ListMemos()
+    xs = [{"k": i % 3} for i in range(200)]
+    ys = [{"k": i % 5} for i in range(300)]
+    each_calls: list[Any] = []
+
+    def each(x: Any) -> Any:
+        each_calls.append(x)
+        return x["k"] > 1
+
+    def batch(items: list[Any]) -> list[Any]:
+        return [x["k"] > 1 for x in items]
+
+    def key_of(x: Any) -> Any:
+        each_calls.append(x)
+        return x["k"]
+
+    def keys(items: list[Any]) -> list[Any]:
+        return [x["k"] for x in items]
+
+    for filter_, one, many in (
+        (listmemo.per_item, each, batch),
+        (listmemo.unique_by, key_of, keys),
+    ):
+        first = filter_(memos, filter_.__name__, None, xs, one, many)
+        second = filter_(memos, filter_.__name__, None, ys, one, many)
+        third = filter_(memos, filter_.__name__, None, xs, one, many)
+        assert not each_calls
+        if filter_ is listmemo.per_item:
+            assert (first, second) == (batch(xs), batch(ys))
+        else:
+            assert (first, second) == (xs[:3], ys[:5])
+        assert third == first
+        # A few items of the earlier input still come from it, the others one by one.
+        zs = [*xs[:150], *({"k": 9} for _ in range(10))]
+        assert filter_(memos, filter_.__name__, None, zs, one, many) is not None
+        assert len(each_calls) <= 10
+        each_calls.clear()
+
+
 def test_an_unread_result_reads_like_a_generator() -> None:
     """A memoized lazy filter's result is, to a template, the generator it used to be."""
     env = _env(True)
