@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -284,6 +285,7 @@ class Renderer:
         self._judged: dict[str, _Judged] = {}
         """Each output's ``when`` as the latest render evaluated it."""
         self._inputs: tuple[dict[str, Any], dict[str, Any]] | None = None
+        weakref.finalize(self, _forget, self._loader, env).atexit = False
 
     # -- construction ------------------------------------------------------------------------
 
@@ -841,6 +843,18 @@ class Renderer:
         if not errors:
             return None
         return f"{name}: {errors[0].rule_id} {errors[0].message}"
+
+
+def _forget(loader: SnippetLoader, environment: TemplateEnvironment) -> None:
+    """A renderer is gone. Its compiled templates form reference cycles (a template's code
+    holds the template, the environment holds the snippets through its loader), and what
+    they keep for the next render hangs off them: the snippets' latest modules and fragments
+    and the list filters' memo, tens of megabytes at 10,000 Ingresses, which would wait for a
+    collection of the whole heap (after a new spec was adopted at 2,000 Ingresses: 59,000
+    objects, 6 MB resident). Dropped here, reference counting frees them at once; the compiled
+    templates themselves (about 1.6 MB for the quickstart) are left to the collector."""
+    loader.forget()
+    vars(environment).pop("htc_lists", None)  # the list filters' memo (listmemo.memos_of)
 
 
 def _lookup_names(tree: nodes.Template) -> frozenset[str]:

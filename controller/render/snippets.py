@@ -377,6 +377,20 @@ class SnippetLoader(BaseLoader):
                 if isinstance(template, SnippetTemplate):
                     self._retire(template, found.context)
 
+    def forget(self) -> None:
+        """Its renderer is gone (see ``controller.render.renderer``): drop what the snippets
+        kept for later renders (their latest modules, their fragments), breaking the modules'
+        cycles. No render can be in flight: a render holds its renderer."""
+        with self._lock:
+            if self._renders:
+                return
+            for template in self.templates.values():
+                if isinstance(template, SnippetTemplate):
+                    memo, template._memo, template._sites = template._memo, None, None
+                    if memo is not None:
+                        _break_cycle(memo.context)
+            self._retired = []
+
     def _retire(self, template: SnippetTemplate, context: Context) -> None:
         retired = self._retired
         if len(retired) >= self.RETIRED_MAX:

@@ -24,6 +24,8 @@ from jinja2.utils import Namespace
 from controller.diagnostics import Diagnostic
 from controller.render import Renderer
 from controller.render.context import RenderedOutput, Resources
+from controller.render.fragments import Fragment
+from controller.render.listmemo import ListMemos
 from controller.render.snippets import SharedModule, SnippetLoader, SnippetTemplate
 from controller.resources import Store
 from tests.render.render_kit import (
@@ -35,7 +37,7 @@ from tests.render.render_kit import (
     spec,
 )
 
-_OURS = (Context, TemplateModule, Macro, Namespace, Resources, SharedModule)
+_OURS = (Context, TemplateModule, Macro, Namespace, Resources, SharedModule, Fragment, ListMemos)
 
 
 @contextmanager
@@ -107,6 +109,28 @@ def test_changed_renders_of_the_quickstart_leave_no_cyclic_garbage() -> None:
         assert left == [], (what, left)
         assert now.ok
         assert signature(now) == signature(Renderer(s).render(view))
+
+
+def test_a_dropped_renderer_leaves_nothing_it_kept_to_the_collector() -> None:
+    """A renderer dropped (a new spec adopted, a lint pass over) frees what it kept for the
+    next render at once: its shared modules, fragments and list memo (used from 64 items).
+    Only its compiled templates, cycles of Jinja2's own, are left to the collector."""
+    s = quickstart_spec()
+    store = Store.from_spec(s)
+    for collection, obj in _quickstart_objects(70):
+        store.apply(collection, obj)
+    r = Renderer(s)
+    assert r.render(store.snapshot()).ok
+    store.apply("ingresses", ingress("app-1", "moved.test", ("/", "Prefix", "svc-1", 80)))
+    assert r.render(store.snapshot()).ok
+    lib = r._loader.templates["routing"]
+    assert isinstance(lib, SnippetTemplate) and lib._memo is not None and lib._sites is None
+    facts = r._loader.templates["ingress-facts"]
+    assert isinstance(facts, SnippetTemplate) and facts._sites
+    assert isinstance(vars(r.environment).get("htc_lists"), ListMemos)
+    with _no_collector():
+        del r, lib, facts
+        assert _cyclic_garbage() == []
 
 
 _LIBRARY = (
