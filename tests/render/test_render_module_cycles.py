@@ -66,17 +66,20 @@ def _cyclic_garbage() -> list[str]:
     return found
 
 
-def _quickstart_objects(n: int) -> list[tuple[str, dict[str, Any]]]:
-    objects: list[tuple[str, dict[str, Any]]] = []
+def _quickstart(n: int) -> tuple[Any, Store, Renderer]:
+    """The quickstart's spec, a store of ``n`` Ingresses with their Services and slices, and
+    a renderer that rendered it once."""
+    s = quickstart_spec()
+    store = Store.from_spec(s)
     for i in range(n):
         svc = f"svc-{i}"
-        objects.append(
-            ("ingresses", ingress(f"app-{i}", f"app-{i}.test", ("/", "Prefix", svc, 80)))
-        )
-        objects.append(("services", service(svc, 80)))
+        store.apply("ingresses", ingress(f"app-{i}", f"app-{i}.test", ("/", "Prefix", svc, 80)))
+        store.apply("services", service(svc, 80))
         slice_ = endpoint_slice(svc, 8080, (f"10.0.{i}.1", True), (f"10.0.{i}.2", False))
-        objects.append(("endpointslices", slice_))
-    return objects
+        store.apply("endpointslices", slice_)
+    r = Renderer(s)
+    assert r.render(store.snapshot()).ok
+    return s, store, r
 
 
 def test_changed_renders_of_the_quickstart_leave_no_cyclic_garbage() -> None:
@@ -84,12 +87,7 @@ def test_changed_renders_of_the_quickstart_leave_no_cyclic_garbage() -> None:
     exports (an Ingress of another class: the new evaluation is dropped for the old module),
     and that remove an Ingress: after each, nothing of the render is left for the collector,
     and the files are those of a full render by a new renderer."""
-    s = quickstart_spec()
-    store = Store.from_spec(s)
-    for collection, obj in _quickstart_objects(6):
-        store.apply(collection, obj)
-    r = Renderer(s)
-    assert r.render(store.snapshot()).ok
+    s, store, r = _quickstart(6)
     changes: list[tuple[str, Any]] = [
         ("apply", ingress("app-1", "moved.test", ("/", "Prefix", "svc-1", 80))),
         ("apply", ingress("other", "other.test", ("/", "Prefix", "svc-2", 80), cls="other")),
@@ -115,12 +113,7 @@ def test_a_dropped_renderer_leaves_nothing_it_kept_to_the_collector() -> None:
     """A renderer dropped (a new spec adopted, a lint pass over) frees what it kept for the
     next render at once: its shared modules, fragments and list memo (used from 64 items).
     Only its compiled templates, cycles of Jinja2's own, are left to the collector."""
-    s = quickstart_spec()
-    store = Store.from_spec(s)
-    for collection, obj in _quickstart_objects(70):
-        store.apply(collection, obj)
-    r = Renderer(s)
-    assert r.render(store.snapshot()).ok
+    _, store, r = _quickstart(70)
     store.apply("ingresses", ingress("app-1", "moved.test", ("/", "Prefix", "svc-1", 80)))
     assert r.render(store.snapshot()).ok
     lib = r._loader.templates["routing"]
