@@ -385,3 +385,19 @@ def test_wildcard_hosts_take_one_leading_label_only(host: str, refused: bool) ->
     else:
         hosts = text(r, "maps/hosts.map")
         assert f"\n{host} default/wild\n" in hosts
+
+
+def test_routing_tables_stay_keyed_in_ingress_routes() -> None:
+    """Every lookup table routing hands to ingress-routes is used only for key lookups and
+    emptiness tests, so a changed table evaluates again only the Ingresses that asked about
+    a changed key (a snippet edit that used one otherwise would evaluate all of them)."""
+    from jinja2 import Environment
+
+    from controller.render.keyed import keyed_names
+    from controller.spec.loader import load_config
+
+    config, _ = load_config(QUICKSTART / "config.yaml")
+    assert config is not None
+    tree = Environment().parse(config.spec.template_snippets["ingress-routes"].template)
+    tables = {"canary_keys", "regex_hosts", "tls_hosts", "auth_of", "headers_of"}
+    assert keyed_names(tree, tables) == tables
