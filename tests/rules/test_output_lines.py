@@ -20,7 +20,7 @@ from controller.validation.rules.classify import analyse
 from controller.validation.rules.refs import ANY
 from controller.validation.rules.stage import RulesStage, reads_lines
 from controller.validation.stage import StageContext
-from tests.rules.rules_helpers import filled_store, make_spec, rule
+from tests.rules.rules_helpers import filled_store, make_spec, rule, ruled_render
 
 FIELDS = [
     # (expression, fields read through outputs, fields read of self)
@@ -138,3 +138,34 @@ def test_content_only_rules_get_no_lines() -> None:
     assert passed
     assert set(converted) == {"haproxy.cfg", "a.map"}
     assert all("lines" not in v for v in converted.values())
+
+
+@pytest.mark.parametrize(
+    ("expression", "with_lines"),
+    [
+        ("self.content.contains('be_a')", False),
+        ("self.lines.size() == 2", True),
+        ("size(self) == 4", True),  # name, path, content, lines: the whole value
+    ],
+)
+def test_inline_output_rules_get_lines_only_when_they_may_read_them(
+    expression: str, with_lines: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inline output rules (judged right after the output renders) too: every one of these
+    passes, so a value without ``lines`` where a rule reads them fails it."""
+    from controller.validation.rules import inline, judge
+
+    made: list[bool] = []
+    real = judge.output_value
+
+    def recording(name: str, path: str, content: str, *, lines: bool = True) -> dict[str, Any]:
+        made.append(lines)
+        return real(name, path, content, lines=lines)
+
+    monkeypatch.setattr(inline, "output_value", recording)
+    spec = make_spec(
+        maps={"a.map": {**MAPS["a.map"], "validate": {"rules": [rule("r", expression)]}}}
+    )
+    render = ruled_render(spec, isolation=Isolation.NEVER)
+    assert not render.diagnostics, render.diagnostics
+    assert made == [with_lines]

@@ -43,7 +43,7 @@ from controller.validation.rules.cel import (
     to_cel,
 )
 from controller.validation.rules.compiled import CompiledRule, RuleSet
-from controller.validation.rules.judge import State, judge, output_value
+from controller.validation.rules.judge import State, judge, output_value, reads_lines
 from controller.validation.rules.wire import Job
 
 __all__ = [
@@ -218,7 +218,10 @@ _OutputKey = tuple[str, str, bytes]
 def _judge_output(ruleset: RuleSet, name: str, path: str, content: str) -> Batch:
     """The inline rules of output ``name`` on its rendered ``content`` (a :class:`Job`)."""
     rules = ruleset.inline_for(ruleset.outputs[name])
-    selves = [(output_value(name, path, content), "", None)]
+    # Without ``lines`` unless a rule may read them: the runtime converts the whole value
+    # when a rule first reads ``self``, and haproxy.cfg's 12,000 lines at 1,000 Ingresses
+    # made its five rules cost 1.3-1.7 ms for every changed haproxy.cfg instead of 0.2.
+    selves = [(output_value(name, path, content, lines=reads_lines(rules)), "", None)]
     combined = ruleset.all_pass(f"output:{name}", rules, all_pass_program)
     return judge_many(rules, selves, {}, Location(file=path), combined=combined)
 
@@ -253,7 +256,9 @@ class OutputMemo:
             hit = self._ids.get(id(text))
         if hit is not None and hit[0] is text:
             return (name, out.path, hit[1])
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        # sha256: with the processor's SHA extensions twice as fast as blake2b here (a
+        # changed haproxy.cfg at 1,000 Ingresses, 253 KB: 0.36 -> 0.14 ms).
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
         with self._lock:
             self._forget_unheld()
             if len(self._ids) >= self.MAX_IDENTITIES:

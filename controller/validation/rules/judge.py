@@ -14,7 +14,7 @@ length cap, and a finding is always one line of inert text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -24,9 +24,10 @@ from cel_expr_python import cel
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, RuleId, make
 from controller.observability import escape_controls
 from controller.validation.rules.cel import EvalError, Program, bind, evaluate
-from controller.validation.rules.compiled import CompiledRule
+from controller.validation.rules.compiled import CompiledRule, OwnerKind
+from controller.validation.rules.refs import reads_field
 
-__all__ = ["Judgement", "State", "judge", "output_value", "split_lines"]
+__all__ = ["LINES", "Judgement", "State", "judge", "output_value", "reads_lines", "split_lines"]
 
 _MAX_MESSAGE = 1024
 
@@ -59,6 +60,19 @@ class Judgement:
         return self.diagnostic is not None and self.diagnostic.severity.value in ("error", "fatal")
 
 
+LINES = "lines"
+
+
+def reads_lines(rules: Iterable[CompiledRule]) -> bool:
+    """Whether any of ``rules`` may read an output's ``lines`` (through ``outputs``, or as
+    ``self`` of an output); when none can, outputs are converted without them."""
+    return any(
+        reads_field(r.refs.output_fields, LINES)
+        or (r.owner.kind is OwnerKind.OUTPUT and reads_field(r.refs.self_fields, LINES))
+        for r in rules
+    )
+
+
 def output_value(name: str, path: str, content: str, *, lines: bool = True) -> dict[str, Any]:
     """What ``self`` and ``outputs['<name>']`` look like for an output. ``lines=False`` only
     for rules that cannot read them (``refs.reads_field``): converting ``haproxy.cfg``'s
@@ -66,7 +80,7 @@ def output_value(name: str, path: str, content: str, *, lines: bool = True) -> d
     ``map-backends-exist``, which reads ``content``, never used."""
     value: dict[str, Any] = {"name": name, "path": path, "content": content}
     if lines:
-        value["lines"] = split_lines(content)
+        value[LINES] = split_lines(content)
     return value
 
 

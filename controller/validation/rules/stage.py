@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from itertools import compress, count, islice
 from operator import is_, is_not
 from typing import Any, overload
@@ -46,15 +46,13 @@ from controller.validation.rules.deferred import (
     zeros,
 )
 from controller.validation.rules.inline import budget_diagnostic, content_key, subject_of
-from controller.validation.rules.judge import Judgement, output_value
-from controller.validation.rules.refs import ANY, EXTRA, reads_field
+from controller.validation.rules.judge import Judgement, output_value, reads_lines
+from controller.validation.rules.refs import ANY, EXTRA
 from controller.validation.rules.sent import sent_inputs
 from controller.validation.rules.wire import Job
 from controller.validation.stage import Stage, StageContext, StageOutcome
 
 __all__ = ["RulesStage", "deferred_inputs", "reads_lines"]
-
-LINES = "lines"
 
 
 def _collection_names(ruleset: RuleSet) -> list[str]:
@@ -127,16 +125,6 @@ class _Selves(Sequence[tuple[Any, str, Any]]):
     @property
     def converted(self) -> Mapping[int, tuple[Any, str, Any]]:
         return self._done
-
-
-def reads_lines(rules: Iterable[CompiledRule]) -> bool:
-    """Whether any of ``rules`` may read an output's ``lines`` (through ``outputs``, or as
-    ``self`` of an output); when none can, outputs are converted without them."""
-    return any(
-        reads_field(r.refs.output_fields, LINES)
-        or (r.owner.kind is OwnerKind.OUTPUT and reads_field(r.refs.self_fields, LINES))
-        for r in rules
-    )
 
 
 def output_paths(ruleset: RuleSet) -> dict[str, str]:
