@@ -73,7 +73,15 @@ def _keys(items: list[Any], parts: list[Any], post: Callable[[Any], Any]) -> lis
     values = jinja_column(items, parts)
     if values is None or not scalars(values):
         return None
-    return values if post is _same else list(map(post, values))
+    if post is _same:
+        return values
+    if (
+        post is _lower
+        and set(map(type, values)) == {str}
+        and list(map(str.lower, values)) == values
+    ):
+        return values  # all lower case already (Kubernetes names): _lower keeps each as it is
+    return list(map(post, values))
 
 
 def _tagged(items: list[Any], paths: list[Any]) -> Tagged | None:
