@@ -17,8 +17,9 @@ import pytest
 from controller.validation.rules import RuledRenderer, RuleSet, pool
 from controller.validation.rules.budget import Isolation
 from controller.validation.rules.classify import analyse
+from controller.validation.rules.deferred import evaluate_deferred, plan
 from controller.validation.rules.refs import ANY
-from controller.validation.rules.stage import RulesStage, reads_lines
+from controller.validation.rules.stage import RulesStage, deferred_inputs, reads_lines
 from controller.validation.stage import StageContext
 from tests.rules.rules_helpers import filled_store, make_spec, rule, ruled_render
 
@@ -169,3 +170,33 @@ def test_inline_output_rules_get_lines_only_when_they_may_read_them(
     render = ruled_render(spec, isolation=Isolation.NEVER)
     assert not render.diagnostics, render.diagnostics
     assert made == [with_lines]
+
+
+@pytest.mark.parametrize(
+    ("expression", "listed"),
+    [
+        ("outputs['a.map'].content.contains('be_a')", {"haproxy.cfg", "a.map"}),
+        ("outputs['a' + '.map'].content.contains('be_a')", {"haproxy.cfg", "a.map", "b.map"}),
+        ("outputs['b.map'].content.contains('be_a')", {"haproxy.cfg", "b.map"}),  # fails
+    ],
+)
+def test_the_stage_lists_only_the_outputs_its_rules_can_read(
+    expression: str, listed: set[str]
+) -> None:
+    """No deferred rule can see an output it does not name, unless one names an output at
+    evaluation time: then every output is listed. The verdict is the one of inputs that list
+    every output."""
+    spec = make_spec(
+        cfg_rules=[rule("r", f"extraContext.x == 1 && {expression}")],
+        maps={**MAPS, "b.map": {"template": "c be_c\n"}},
+        extraContext={"x": 1},
+    )
+    rs = RuleSet.from_spec(spec)
+    render = ruled_render(spec)
+    stage = RulesStage(rs, isolation=Isolation.NEVER)
+    assert set(stage._inputs(render).outputs) == listed
+    outcome = asyncio.run(stage.run(StageContext(render=render)))
+    full = evaluate_deferred(rs, plan(rs), deferred_inputs(rs, render))
+    assert [d.rule_id for d in outcome.diagnostics] == [d.rule_id for d in full.diagnostics]
+    assert outcome.rules == full.counters
+    assert bool(outcome.diagnostics) == expression.startswith("outputs['b.map']")
