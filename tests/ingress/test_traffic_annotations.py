@@ -266,8 +266,17 @@ def _idle_service(cluster: Cluster, certs: dict[str, TLS]) -> None:
             "ports": [{"name": "http", "port": 9, "protocol": "TCP"}],
             "endpoints": [{"addresses": ["127.0.0.99"], "conditions": {"ready": False}}],
         },
+        # An ExternalName Service has no ports: its backend has no server, and the rest
+        # of the configuration still deploys.
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "outside", "namespace": "default"},
+            "spec": {"type": "ExternalName", "externalName": "outside.invalid"},
+        },
         annotated("working", "working.test", "app"),
         annotated("waiting", "waiting.test", "idle"),
+        annotated("elsewhere", "elsewhere.test", "outside"),
     )
 
 
@@ -281,6 +290,8 @@ async def test_service_without_ready_endpoints_is_a_warning(site: Site) -> None:
     # The configuration deployed: the other Ingress serves, the idle one answers 503.
     assert (await site.cluster.aget("working.test")).status == 200
     assert (await site.cluster.aget("waiting.test")).status == 503
+    assert "Service default/outside port 8080 (no such Service port)" in text, text
+    assert (await site.cluster.aget("elsewhere.test")).status == 503
 
 
 @scenario
