@@ -276,7 +276,7 @@ def _idle_service(cluster: Cluster, certs: dict[str, TLS]) -> None:
         },
         annotated("working", "working.test", "app"),
         annotated("waiting", "waiting.test", "idle"),
-        annotated("elsewhere", "elsewhere.test", "outside"),
+        annotated("unresolved", "unresolved.test", "outside"),
     )
 
 
@@ -291,7 +291,7 @@ async def test_service_without_ready_endpoints_is_a_warning(site: Site) -> None:
     assert (await site.cluster.aget("working.test")).status == 200
     assert (await site.cluster.aget("waiting.test")).status == 503
     assert "Service default/outside port 8080 (no such Service port)" in text, text
-    assert (await site.cluster.aget("elsewhere.test")).status == 503
+    assert (await site.cluster.aget("unresolved.test")).status == 503
 
 
 @scenario
