@@ -178,7 +178,6 @@ class SchemaEngine:
             if "" not in hashes:
                 return self._check_plain(parsed.sections, hashes)
         out: list[tuple[Section, Finding]] = []
-        cache = self._cache
         has_conditions = bool(parsed.macros)
         for section in parsed.sections:
             key: tuple[str, ...] = (section.keyword, section.text_hash or _hash_section(section))
@@ -186,18 +185,25 @@ class SchemaEngine:
                 # the same text may sit inside an undecidable .if block this time
                 flags = [str(i) for i, d in enumerate(section.directives) if d.conditional]
                 key = (*key, *flags)
-            found = cache.get(key)
-            if found is None:
-                found = self.check_section(section)
-                cache[key] = found
-                if len(cache) > self._cache_size:
-                    cache.popitem(last=False)
-            else:
-                cache.move_to_end(key)
-                self.stats.sections_reused += 1
+            found = self._cached(section, key)
             for f in found:
                 out.append((section, f))
         return out
+
+    def _cached(self, section: Section, key: tuple[str, ...]) -> tuple[Finding, ...]:
+        """The findings of ``section`` from the cache of findings by ``key``, checked and
+        kept (the oldest dropped beyond the cache size) when not there."""
+        cache = self._cache
+        found = cache.get(key)
+        if found is None:
+            found = self.check_section(section)
+            cache[key] = found
+            if len(cache) > self._cache_size:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
+            self.stats.sections_reused += 1
+        return found
 
     def _check_plain(
         self, sections: Sequence[Section], hashes: list[str]
@@ -213,19 +219,9 @@ class SchemaEngine:
         self.stats.sections_reused += len(sections) - len(misses)
         if len(by_hash) + len(misses) > self._cache_size:
             by_hash.clear()
-        cache = self._cache
         for i in misses:
             section, text_hash = sections[i], hashes[i]
-            key = (section.keyword, text_hash)
-            found = cache.get(key)
-            if found is None:
-                found = self.check_section(section)
-                cache[key] = found
-                if len(cache) > self._cache_size:
-                    cache.popitem(last=False)
-            else:
-                cache.move_to_end(key)
-                self.stats.sections_reused += 1
+            found = self._cached(section, (section.keyword, text_hash))
             by_hash[text_hash] = found_all[i] = found
         return [(sections[i], f) for i in compress(count(), found_all) for f in found_all[i] or ()]
 
