@@ -328,3 +328,30 @@ def test_undefined_names_are_warnings_with_the_template_line(tmp_path: Path) -> 
         "'limt'" in found[("haproxy.cfg", 6)]
         and "did you mean 'limit'?" in found[("haproxy.cfg", 6)]
     )
+
+
+def test_undefined_names_are_analysed_once_per_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis is kept per template source: linting an unchanged spec again parses
+    nothing, while a changed source and a changed set of snippets are judged afresh."""
+    from controller.render.environment import TemplateEnvironment
+
+    reads = CFG + "{{ sized }}\n"
+    first = spec(haproxyConfig={"template": reads})
+    assert [m.split(":")[0] for m in messages(first, "W8059")] == ["haproxy.cfg"]
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("an unchanged source was parsed again")
+
+    with monkeypatch.context() as m:
+        m.setattr(TemplateEnvironment, "parse", refuse)
+        assert len(messages(spec(haproxyConfig={"template": reads}), "W8059")) == 1
+
+    declares = CFG + "{% set sized = 1 %}{{ sized }}\n"
+    assert messages(spec(haproxyConfig={"template": declares}), "W8059") == []
+    # the same snippet source, now includable from a template that declares what it reads
+    snippet = {"piece": {"template": "{{ sized }}\n"}}
+    alone = spec(haproxyConfig={"template": CFG}, templateSnippets=snippet)
+    assert [m.split(":")[0] for m in messages(alone, "W8059")] == ["piece"]
+    included = CFG + "{% set sized = 1 %}{% include 'piece' %}\n"
+    with_includer = spec(haproxyConfig={"template": included}, templateSnippets=snippet)
+    assert messages(with_includer, "W8059") == []

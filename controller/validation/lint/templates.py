@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 
 from jinja2 import TemplateSyntaxError, meta, nodes
 
@@ -207,6 +208,52 @@ _CONTEXT_NAMES = frozenset(
 _GUARDS = frozenset({"default", "d"})
 
 
+@dataclass(frozen=True)
+class _Names:
+    """What :func:`undefined_names` needs of one template source, found once per source.
+
+    Parsing and Jinja's free-variable analysis are most of the lint's time (about 0.5 s for
+    the quickstart's 336 templates), and a spec change (an edit under ``htc local``, a config
+    proposal at the admission webhook) usually keeps all but a few sources. Everything here
+    depends on the source alone: the environment's syntax is fixed, and what the spec adds
+    (the globals, what other templates declare) is applied per run."""
+
+    undeclared: frozenset[str]
+    declared: frozenset[str]
+    guarded: frozenset[str]
+    first_load: Mapping[str, int]
+    """Each undeclared name: the first line that reads it outside a guard."""
+
+
+_NAMES_KEPT = 4096
+_names_of: dict[str, _Names | None] = {}
+_MISSING = object()
+
+
+def _names(renderer: Renderer, source: str) -> _Names | None:
+    """The summary of ``source`` (None: it does not parse; the renderer reports that)."""
+    kept = _names_of.get(source, _MISSING)  # one look-up: another thread may clear it
+    if kept is not _MISSING:
+        return kept  # type: ignore[return-value]
+    try:
+        tree = renderer.environment.parse(source)
+    except TemplateSyntaxError:
+        found = None
+    else:
+        undeclared = frozenset(meta.find_undeclared_variables(tree))
+        guarded = _guarded(tree)
+        first: dict[str, int] = {}
+        for node in tree.find_all(nodes.Name):
+            name = node.name
+            if node.ctx == "load" and name in undeclared and name not in guarded:
+                first[name] = min(first.get(name, node.lineno), node.lineno)
+        found = _Names(undeclared, frozenset(_declared(tree)), frozenset(guarded), first)
+    if len(_names_of) >= _NAMES_KEPT:
+        _names_of.clear()
+    _names_of[source] = found
+    return found
+
+
 def undefined_names(renderer: Renderer) -> list[Diagnostic]:
     """W8059 per name a template reads that nothing declares (see the rule's description).
 
@@ -216,30 +263,23 @@ def undefined_names(renderer: Renderer) -> list[Diagnostic]:
     ``default(...)`` is optional on purpose.
     """
     known = _CONTEXT_NAMES | set(renderer.environment.globals)
-    parsed: dict[str, nodes.Template] = {}
+    parsed: dict[str, _Names] = {}
     for name, source, _ in _templates(renderer):
-        try:
-            parsed[name] = renderer.environment.parse(source)
-        except TemplateSyntaxError:
-            continue  # the renderer reports it
+        found = _names(renderer, source)
+        if found is not None:
+            parsed[name] = found
     declared_anywhere: set[str] = set()
-    for tree in parsed.values():
-        declared_anywhere |= _declared(tree)
+    for summary in parsed.values():
+        declared_anywhere |= summary.declared
     snippets = set(renderer.spec.template_snippets)
     out: list[Diagnostic] = []
-    for name, tree in sorted(parsed.items()):
-        free = meta.find_undeclared_variables(tree) - known
+    for name, summary in sorted(parsed.items()):
+        free = summary.undeclared - known
         if name in snippets:
             free -= declared_anywhere
-        if not free:
-            continue
-        guarded = _guarded(tree)
-        first: dict[str, int] = {}
-        for node in tree.find_all(nodes.Name):
-            if node.ctx == "load" and node.name in free and node.name not in guarded:
-                first[node.name] = min(first.get(node.name, node.lineno), node.lineno)
+        first = {var: line for var, line in summary.first_load.items() if var in free}
         for var, line in sorted(first.items(), key=lambda kv: (kv[1], kv[0])):
-            names = known | _declared(tree) | (declared_anywhere if name in snippets else set())
+            names = known | summary.declared | (declared_anywhere if name in snippets else set())
             close = difflib.get_close_matches(var, names, n=1, cutoff=0.75)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             out.append(
