@@ -234,6 +234,24 @@ class Metrics:
             ["type", "result"],
             registry=r,
         )
+        self.admission_reviews = Counter(
+            f"{PREFIX}_admission_reviews",
+            "AdmissionReviews answered by the webhook (htc run --webhook-addr), by kind (the "
+            "HAProxyTemplateConfig, a watched kind with admission on, or other), operation "
+            "(CREATE, UPDATE, DELETE, other) and result (allowed, denied, timeout: not judged by "
+            "the deadline and answered by policy, malformed: not a review, answered 400).",
+            ["kind", "operation", "result"],
+            registry=r,
+        )
+        self.admission_duration = Histogram(
+            f"{PREFIX}_admission_review_duration_seconds",
+            "Time from an AdmissionReview's arrival to its answer, by kind (as in "
+            "htc_admission_reviews_total); answers by the deadline come half a second before "
+            "the API server's timeout.",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -212,6 +212,7 @@ class OperatorApp:
                 config_ref=(options.namespace, options.config),
                 spec_override=self._override,
                 on_decision=self._admitted,
+                metrics=self.metrics,
             )
         self.http_sources: HttpSources | None = None
         self.ingress_status: IngressStatus | None = None

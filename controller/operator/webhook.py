@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from controller.observability import get_logger
+from controller.observability import Metrics, get_logger
 from controller.operator.watchset import CONFIG_GROUP
 from controller.resources import InvalidObject, object_key
 from controller.spec import HAProxyTemplateConfigSpec, WatchedResource, parse_config
@@ -42,6 +42,19 @@ _log = get_logger("controller.operator.webhook")
 MARGIN = 0.5
 """Seconds kept back from the API server's timeout for the answer to travel."""
 _MAX_BODY = 8 << 20
+
+
+CONFIG_KIND = "HAProxyTemplateConfig"
+OTHER = "other"
+_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
+
+
+@dataclass(frozen=True)
+class _Subject:
+    kind: str
+    """The metric label: ``HAProxyTemplateConfig``, a judged watched kind, or ``other``."""
+    collection: str | None
+    """The watched collection that judges it (None for the config and for other kinds)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class WebhookServer:
         config_ref: tuple[str, str],
         spec_override: Callable[[HAProxyTemplateConfigSpec], HAProxyTemplateConfigSpec],
         on_decision: Callable[[dict[str, Any], AdmissionDecision], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.judge = judge
@@ -69,6 +83,7 @@ class WebhookServer:
         self.namespace, self.name = config_ref
         self.spec_override = spec_override
         self.on_decision = on_decision
+        self.metrics = metrics
         host, _, port = settings.addr.rpartition(":")
         self.host, self.port = host.strip("[]") or "0.0.0.0", int(port)
         self._ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -124,24 +139,33 @@ class WebhookServer:
     async def _validate(self, request: web.Request) -> web.Response:
         self.requests += 1
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + _timeout(request.query.get("timeout"), self.settings) - MARGIN
+        arrived = loop.time()
+        deadline = arrived + _timeout(request.query.get("timeout"), self.settings) - MARGIN
         try:
             review = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError) as exc:
-            return _bad(f"the body is not JSON: {exc}")
+            return self._bad(f"the body is not JSON: {exc}", arrived)
         req = review.get("request") if isinstance(review, dict) else None
         if not isinstance(req, dict) or not isinstance(req.get("uid"), str):
-            return _bad("not an admission.k8s.io/v1 AdmissionReview with request.uid")
+            return self._bad("not an admission.k8s.io/v1 AdmissionReview with request.uid", arrived)
         if not isinstance(req.get("kind"), dict):
-            return _bad("request.kind must be an object (group, version, kind)")
+            return self._bad("request.kind must be an object (group, version, kind)", arrived)
+        subject = self._subject(req)
         try:
-            decision = await self._decide(req, deadline)
+            decision = await self._decide(req, subject, deadline)
         except Exception as exc:  # hostile input must never take the server down
             _log.exception("admission request failed", uid=req.get("uid"))
             decision = AdmissionDecision(False, f"the request could not be judged: {exc!r}")
         if self.on_decision is not None:
             with contextlib.suppress(Exception):
                 self.on_decision(req, decision)
+        operation = req.get("operation")
+        self._count(
+            subject.kind,
+            operation if isinstance(operation, str) and operation in _OPERATIONS else OTHER,
+            "timeout" if decision.timed_out else "allowed" if decision.allowed else "denied",
+            arrived,
+        )
         response: dict[str, Any] = {"uid": req["uid"], "allowed": decision.allowed}
         if not decision.allowed:
             response["status"] = {"code": 403, "reason": "Forbidden", "message": decision.message}
@@ -151,12 +175,36 @@ class WebhookServer:
             {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
         )
 
-    async def _decide(self, req: dict[str, Any], deadline: float) -> AdmissionDecision:
+    def _bad(self, message: str, arrived: float) -> web.Response:
+        self._count(OTHER, OTHER, "malformed", arrived)
+        return web.json_response({"error": message}, status=400)
+
+    def _count(self, kind: str, operation: str, result: str, arrived: float) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.admission_reviews.labels(kind, operation, result).inc()
+        elapsed = asyncio.get_running_loop().time() - arrived
+        self.metrics.admission_duration.labels(kind).observe(elapsed)
+
+    def _subject(self, req: dict[str, Any]) -> _Subject:
+        """What ``req`` is about. Its kind becomes a metric label only when it is one this
+        controller judges: a request posted by anyone else must not grow the label set."""
         kind = req["kind"]
         group, version, name = kind.get("group", ""), kind.get("version"), kind.get("kind")
+        if group == CONFIG_GROUP and name == "HAProxyTemplateConfig":
+            return _Subject(CONFIG_KIND, None)
+        api_version = f"{group}/{version}" if group else str(version)
+        for collection, watched in sorted(self.watched().items()):
+            if watched.api_version == api_version and watched.kind == name and watched.admission:
+                return _Subject(watched.kind, collection)
+        return _Subject(OTHER, None)
+
+    async def _decide(
+        self, req: dict[str, Any], subject: _Subject, deadline: float
+    ) -> AdmissionDecision:
         operation = str(req.get("operation", ""))
         obj, old = req.get("object"), req.get("oldObject")
-        if group == CONFIG_GROUP and name == "HAProxyTemplateConfig":
+        if subject.kind == CONFIG_KIND:
             if (req.get("namespace"), req.get("name")) != (self.namespace, self.name):
                 return AdmissionDecision(True, "another controller's configuration")
             if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
@@ -164,23 +212,23 @@ class WebhookServer:
             config, errors = await asyncio.to_thread(parse_config, obj)  # off the loop: deadlines
             spec = self.spec_override(config.spec) if config is not None else None
             return await self.judge.judge_spec(spec, errors, deadline=deadline)
-        api_version = f"{group}/{version}" if group else str(version)
-        for collection, watched in sorted(self.watched().items()):
-            if watched.api_version == api_version and watched.kind == name and watched.admission:
-                subject = old if operation == "DELETE" else obj
-                if isinstance(subject, dict):  # the store keys objects by their name
-                    try:
-                        object_key(subject)
-                    except InvalidObject as exc:
-                        return AdmissionDecision(False, f"this {name} cannot be judged: {exc}")
-                return await self.judge.judge_object(
-                    collection,
-                    operation,
-                    obj if isinstance(obj, dict) else None,
-                    old if isinstance(old, dict) else None,
-                    deadline=deadline,
-                )
-        return AdmissionDecision(True, f"{name} is not judged by this controller")
+        if subject.collection is None:
+            return AdmissionDecision(
+                True, f"{req['kind'].get('kind')} is not judged by this controller"
+            )
+        subject_obj = old if operation == "DELETE" else obj
+        if isinstance(subject_obj, dict):  # the store keys objects by their name
+            try:
+                object_key(subject_obj)
+            except InvalidObject as exc:
+                return AdmissionDecision(False, f"this {subject.kind} cannot be judged: {exc}")
+        return await self.judge.judge_object(
+            subject.collection,
+            operation,
+            obj if isinstance(obj, dict) else None,
+            old if isinstance(old, dict) else None,
+            deadline=deadline,
+        )
 
 
 def _timeout(value: str | None, settings: WebhookSettings) -> float:
@@ -188,7 +236,3 @@ def _timeout(value: str | None, settings: WebhookSettings) -> float:
         with contextlib.suppress(ValueError):
             return max(float(value[:-1]), 1.0)
     return settings.default_timeout
-
-
-def _bad(message: str) -> web.Response:
-    return web.json_response({"error": message}, status=400)

@@ -75,6 +75,8 @@ class AdmissionDecision:
     checksum: str | None = None
     """Checksum of the proposal's rendered file set, when it rendered."""
     cached: bool = False
+    timed_out: bool = False
+    """The judgement did not finish by the deadline: allowed or denied by policy, unjudged."""
     diagnostics: tuple[Diagnostic, ...] = field(default=(), repr=False)
 
 
@@ -377,6 +379,7 @@ class AdmissionJudge:
             return AdmissionDecision(
                 self.allow_on_timeout,
                 f"the check did not finish within the webhook's deadline; {verb} by policy",
+                timed_out=True,
             )
         finally:
             flight.waiters -= 1

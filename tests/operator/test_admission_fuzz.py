@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from controller.cli.inputs import load_inputs
+from controller.observability import Metrics
 from controller.operator.watchset import CONFIG_GROUP, CONFIG_VERSION
 from controller.operator.webhook import WebhookServer, WebhookSettings
 from controller.testbed.tls import serving_certs
@@ -50,6 +51,7 @@ WATCHED = {
 class Served:
     url: str
     tls: ssl.SSLContext
+    metrics: Metrics
     decisions: list[tuple[dict[str, Any], AdmissionDecision]] = field(default_factory=list)
 
     def post(self, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -77,6 +79,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         engine_factory=factory,
     )
     decisions: list[tuple[dict[str, Any], AdmissionDecision]] = []
+    metrics = Metrics()
     loop = asyncio.new_event_loop()
     server = WebhookServer(
         WebhookSettings("127.0.0.1:0", cert, key),
@@ -85,6 +88,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         config_ref=("default", "quickstart"),
         spec_override=lambda spec: spec,
         on_decision=lambda req, decision: decisions.append((req, decision)),
+        metrics=metrics,
     )
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -93,6 +97,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(
             f"https://127.0.0.1:{server.port}/validate?timeout=20s",
             ssl.create_default_context(cafile=str(ca)),
+            metrics,
             decisions,
         )
     finally:
@@ -164,9 +169,52 @@ def _config(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+#: Every label value the admission metrics may carry, whatever is posted: the kinds this
+#: test's spec judges, the config, and ``other`` (a hostile kind must not grow the set).
+LABELS = {
+    "kind": {"HAProxyTemplateConfig", "other"} | {WATCHED[c].kind for c in JUDGED},
+    "operation": {"CREATE", "UPDATE", "DELETE", "other"},
+    "result": {"allowed", "denied", "timeout", "malformed"},
+}
+
+
+def counted(metrics: Metrics) -> dict[tuple[str, str, str], float]:
+    """The admission reviews counted so far, by (kind, operation, result)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == "htc_admission_reviews_total":
+                labels = sample.labels
+                out[(labels["kind"], labels["operation"], labels["result"])] = sample.value
+    return out
+
+
+def timings(metrics: Metrics) -> dict[str, float]:
+    """How many answer times were observed so far, by kind."""
+    return {
+        kind: metrics.sample("htc_admission_review_duration_seconds_count", {"kind": kind})
+        for kind in LABELS["kind"]
+    }
+
+
 def check(served: Served, body: bytes, review: Any) -> None:
     before = len(served.decisions)
+    counts = counted(served.metrics)
+    timed = sum(timings(served.metrics).values())
     status, answer = served.post(body)
+    after = counted(served.metrics)
+    assert sum(timings(served.metrics).values()) == timed + 1  # and its time observed once
+    grown = {k: v - counts.get(k, 0.0) for k, v in after.items() if v != counts.get(k, 0.0)}
+    assert list(grown.values()) == [1.0], grown  # one answer, counted once
+    ((kind, operation, result),) = grown
+    assert kind in LABELS["kind"] and operation in LABELS["operation"], grown
+    assert result == (
+        "malformed"
+        if status == 400
+        else "allowed"
+        if answer.get("response", {}).get("allowed")
+        else "denied"
+    )
     req = review.get("request") if isinstance(review, dict) else None
     well_formed = (
         isinstance(req, dict)

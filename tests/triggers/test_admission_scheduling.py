@@ -243,6 +243,8 @@ async def test_runs_whose_requesters_were_all_answered_are_dropped_before_they_s
     decisions = await asyncio.gather(*(judge(s, o, timeout=0.5) for o in objs))
     late = [d for d in decisions if "did not finish within the webhook's deadline" in d.message]
     assert late and all(not d.allowed for d in late)
+    # flagged, so the webhook counts them apart (htc_admission_reviews_total{result="timeout"})
+    assert [d for d in decisions if d.timed_out] == late
     await drained(s)
     assert s.judge.dropped >= 5
     assert s.judge.runs + s.judge.dropped == 8
