@@ -334,17 +334,22 @@ def test_undefined_names_are_analysed_once_per_source(monkeypatch: pytest.Monkey
     """The analysis is kept per template source: linting an unchanged spec again parses
     nothing, while a changed source and a changed set of snippets are judged afresh."""
     from controller.render.environment import TemplateEnvironment
+    from controller.validation.lint import templates as lint_templates
 
     reads = CFG + "{{ sized }}\n"
-    first = spec(haproxyConfig={"template": reads})
+    whens = {"a.map": {"template": "k v\n", "when": "'always'"}}
+    first = spec(haproxyConfig={"template": reads}, maps=whens)
     assert [m.split(":")[0] for m in messages(first, "W8059")] == ["haproxy.cfg"]
+    assert len(messages(first, "W8054")) == 1
 
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("an unchanged source was parsed again")
 
     with monkeypatch.context() as m:
         m.setattr(TemplateEnvironment, "parse", refuse)
-        assert len(messages(spec(haproxyConfig={"template": reads}), "W8059")) == 1
+        m.setattr(lint_templates, "parse_expression", refuse)  # the `when`s: W8054
+        again = spec(haproxyConfig={"template": reads}, maps=whens)
+        assert len(messages(again, "W8059")) == len(messages(again, "W8054")) == 1
 
     declares = CFG + "{% set sized = 1 %}{{ sized }}\n"
     assert messages(spec(haproxyConfig={"template": declares}), "W8059") == []
