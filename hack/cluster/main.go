@@ -203,7 +203,7 @@ func (c *cluster) run(signals <-chan os.Signal) error {
 		}
 	}
 	if len(c.opts.apply) > 0 {
-		if err := c.kubectl(kubeconfig, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {
+		if err := c.waitEstablished(kubeconfig); err != nil {
 			return err
 		}
 	}
@@ -307,6 +307,23 @@ func (c *cluster) spawn(name string, args []string) error {
 		c.exited <- ch
 	}()
 	return nil
+}
+
+// waitEstablished waits for every CRD to be served. kubectl wait fails at once, instead of
+// waiting, when it reads a CRD whose status.conditions the API server has not filled yet
+// (null right after the apply, on a loaded machine); that is retried, a few times.
+func (c *cluster) waitEstablished(kubeconfig string) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Second)
+		}
+		err = c.kubectl(kubeconfig, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func (c *cluster) kubectl(kubeconfig string, args ...string) error {
