@@ -133,6 +133,49 @@ def test_collect_young_needs_a_pause_and_a_collector_that_was_on(
     assert collections == []  # off before the pause: it stays off
 
 
+def test_collect_young_waits_while_another_validation_holds_a_pause(
+    collections: list[tuple[int, str]],
+) -> None:
+    """One evaluation holds at most ``ONE_EVALUATION`` pauses; a further one is another
+    validation in flight (a burst), and then the young objects are left to the catch-ups and
+    to the end of the last pause instead of being walked once per proposal."""
+    own = [gcpause.GcPause().begin() for _ in range(gcpause.ONE_EVALUATION)]
+    try:
+        gcpause.collect_young()
+        assert [g for g, _ in collections] == [0]  # alone: examined now, beside haproxy -c
+        collections.clear()
+        other = gcpause.GcPause().begin()
+        try:
+            gcpause.collect_young()
+            assert collections == []  # another validation in flight: not now
+        finally:
+            other.end()
+        gcpause.collect_young()
+        assert [g for g, _ in collections] == [0]
+    finally:
+        for pause in own:
+            pause.end()
+    assert gc.isenabled()
+
+
+async def test_overlapping_evaluations_walk_the_young_objects_less_often(
+    collections: list[tuple[int, str]],
+) -> None:
+    """Two evaluations at once (the same engine, as admission's burst has them): neither
+    collects beside its check while the other holds its pauses."""
+    engine: Engine = _Engine(_Renderer(), _pipeline())  # type: ignore[assignment]
+    alone = await evaluate(engine, None)  # type: ignore[arg-type]
+    assert alone[1].report.valid
+    beside = [w for g, w in collections if g == 0 and "haproxy" in w.split("+")]
+    assert beside, "alone, the render's objects are examined while haproxy -c runs"
+    collections.clear()
+    engine = _Engine(_Renderer(), _pipeline())  # type: ignore[assignment]
+    both = await asyncio.gather(evaluate(engine, 1), evaluate(engine, 2))  # type: ignore[arg-type]
+    assert all(v.report.valid for _, v in both)
+    assert gc.isenabled()
+    assert not [w for g, w in collections if g == 0 and "haproxy" in w.split("+")]
+
+
 class _Node:
     """A container that can hold itself: a reference cycle only the collector frees."""
 
