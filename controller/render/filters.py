@@ -132,6 +132,12 @@ capped well below that."""
 
 _KEY_BAD = re.compile(r"[ \t\n\r\x00]")
 _VALUE_BAD = re.compile(r"[\n\r\x00]")
+_KEY_GOOD = re.compile(r"[^ \t\n\r\x00#][^ \t\n\r\x00]*")
+_VALUE_GOOD = re.compile(r"(?:[^ \t\n\r\x00](?:[^\n\r\x00]*[^ \t\n\r\x00])?)?")
+"""What every check of :func:`map_key` / :func:`map_value` accepts, as one match: a fresh
+ASCII string (where characters are bytes, so the length bound is the byte bound) passes in
+one call in C instead of four checks (at 10,000 Ingresses, 70,000 fresh keys and values per
+full render). Anything else takes the checks, which say what is wrong."""
 
 _PASSED_KEYS: dict[str, None] = {}
 _PASSED_VALUES: dict[str, None] = {}
@@ -156,8 +162,11 @@ def map_key(value: Any) -> str:
     line starting with ``#``; map files know no quoting or escaping. So a key must be
     non-empty, free of space, tab, CR, LF and NUL, and must not start with ``#``.
     """
-    if type(value) is str and value in _PASSED_KEYS:
-        return value
+    if type(value) is str:
+        if value in _PASSED_KEYS:
+            return value
+        if len(value) <= MAX_MAP_KEY and value.isascii() and _KEY_GOOD.fullmatch(value):
+            return _passed(_PASSED_KEYS, value)
     text = _text(value, "map_key")
     if not text:
         raise FilterError("map_key: a map key must not be empty")
@@ -181,8 +190,11 @@ def map_value(value: Any) -> str:
     stripped; so it must not contain CR, LF or NUL, nor begin or end with a space or tab
     (HAProxy would silently drop them).
     """
-    if type(value) is str and value in _PASSED_VALUES:
-        return value
+    if type(value) is str:
+        if value in _PASSED_VALUES:
+            return value
+        if len(value) <= MAX_MAP_VALUE and value.isascii() and _VALUE_GOOD.fullmatch(value):
+            return _passed(_PASSED_VALUES, value)
     text = _text(value, "map_value")
     bad = _VALUE_BAD.search(text)
     if bad:
