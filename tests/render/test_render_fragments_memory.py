@@ -12,6 +12,7 @@ import pytest
 import controller.render.fragments as fragments_mod
 from controller.diagnostics import TemplateLocation
 from controller.render import Renderer
+from controller.render.snippets import SnippetTemplate
 from controller.render.trace import Traced, line_sources
 from controller.resources import Store
 from tests.render.render_kit import service, spec, text
@@ -191,3 +192,32 @@ def test_exports_read_from_a_context_are_get_exported(names: tuple[str, ...]) ->
     want = context.get_exported()
     assert got == want and list(got) == list(want)
     assert all(got[k] is want[k] for k in want)
+
+
+def test_entries_that_read_nothing_share_one_empty_tokens_mapping() -> None:
+    """An evaluation that read nothing from the store gets the one shared, unchangeable
+    empty mapping as its tokens, not an empty dict of its own (30,000 per full render at
+    10,000 Ingresses); one that read keeps its own. The output is the same either way."""
+    snippets = {"per-svc": "{{ s.metadata.name }} ", "reads": "{{ resources.services | length }}"}
+    config = (
+        "{% for f in fragments('per-svc', resources.services.list(), 's') %}{{ f }}{% endfor %}"
+        "{% for f in fragments('reads', resources.services.list(), 's') %}{{ f }}{% endfor %}\n"
+    )
+    s = spec(config, snippets=snippets)
+    store = Store.from_spec(s)
+    for i in range(3):
+        store.apply("services", service(f"svc-{i}", 80 + i))
+    r = Renderer(s)
+    assert text(r.render(store.snapshot())) == "svc-0 svc-1 svc-2 333"
+    templates = r._loader.templates
+
+    def order(name: str) -> list[Any]:
+        template = templates[name]
+        assert isinstance(template, SnippetTemplate) and template._sites is not None
+        return list(template._sites["s"].order)
+
+    quiet = order("per-svc")
+    assert all(e.tokens is fragments_mod._NO_TOKENS for e in quiet)
+    reading = order("reads")
+    assert all(e.tokens and e.tokens is not fragments_mod._NO_TOKENS for e in reading)
+    assert len({id(e.tokens) for e in reading}) == 1  # shared among equal ones, as before
