@@ -177,6 +177,16 @@ class CollectionState:
         assert self.order[pos].key == entry.key
         return pos
 
+    def by_whole_key(self) -> dict[IndexKey, Entry | list[Entry]] | None:
+        """The entries by whole index key (see ``_exact``), once this state is shared; else
+        None. The caller must not change it."""
+        if not self.shared:
+            return None
+        exact = self._exact
+        if exact is None:
+            exact = self._exact = _by_whole_key(self.order)
+        return exact
+
     def whole(self, key: IndexKey) -> Sequence[Entry] | None:
         """The entries whose whole index key is ``key``, in order, as this state keeps them
         (the caller must not change the list); None when it keeps none by key: not shared
@@ -338,6 +348,15 @@ class StateView(CollectionViewBase):
         if found is not None and len(found) <= 1:
             return found[0].obj if found else None
         return super().get_single(*keys)
+
+    def whole_keys(self) -> tuple[dict[IndexKey, Entry | list[Entry]], int] | None:
+        """For a reader that looks objects up by whole key itself (the render's tracing
+        collection): the entries by whole index key (an entry, or a list of those that share
+        the key) and the number of index fields; None when this state keeps no such table
+        (not shared). A key of that many strings it lacks has no object; a key of another
+        width or with other values takes :meth:`fetch` or :meth:`get_single`."""
+        exact = self._state.by_whole_key()
+        return None if exact is None else (exact, self._width)
 
     @property
     def index_by(self) -> tuple[str, ...]:
