@@ -140,3 +140,39 @@ async def test_the_pipeline_reports_a_render_budget_as_analysis_incomplete() -> 
         (Phase.RENDER, "outputBytes")
     ]
     assert "E1012" in report.rule_ids()
+
+
+def test_a_short_loop_is_charged_as_meter_charge_charges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short loop's up-front charge is Meter.charge written out (some 30,000 loops per full
+    render at 10,000 Ingresses): the same characters and ticks, the clock read on the same
+    charge, the same refusals, without a call of charge."""
+    calls: list[int] = []
+    plain_charge = Meter.charge
+
+    def loop_charges(meter: Meter, items: list[int], chars: int) -> None:
+        token = current().set(meter)
+        try:
+            monkeypatch.setattr(Meter, "charge", lambda self, n: calls.append(n))
+            assert metered_loop(items, chars) is items
+        finally:
+            monkeypatch.setattr(Meter, "charge", plain_charge)
+            current().reset(token)
+
+    ours, theirs = Meter(timeout=60.0, max_chars=10**6), Meter(timeout=60.0, max_chars=10**6)
+    ours.start()
+    theirs.start()
+    for k in range(600):
+        loop_charges(ours, [1, 2, 3][: k % 4], 7)
+        theirs.charge((k % 4 if k % 4 < 3 else 3) * 7)
+        assert (ours.used_chars, ours._ticks) == (theirs.used_chars, theirs._ticks)
+    assert calls == []
+    late = Meter(timeout=60.0, max_chars=10**6, _ticks=255)
+    late.deadline = 0.0  # past: the 256th charge reads the clock
+    with pytest.raises(BudgetExceeded) as caught:
+        loop_charges(late, [1], 1)
+    assert caught.value.budget == "renderTime"
+    full = Meter(timeout=60.0, max_chars=20)
+    full.start()
+    with pytest.raises(BudgetExceeded) as caught:
+        loop_charges(full, [1, 2, 3], 7)
+    assert (caught.value.budget, caught.value.limit, caught.value.used) == ("outputBytes", 20, 21)
