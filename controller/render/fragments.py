@@ -178,7 +178,9 @@ def _exports_of(context: Context) -> dict[str, Any]:
     """``_shared_keys(context.get_exported())`` without the dict in between: the names in
     the order ``get_exported`` gives them (its set's), their values from ``context.vars``."""
     names = tuple(context.exported_vars)
-    layout = _layout(names)
+    if not names:
+        return {}  # what get_exported gives (no layout is made for no names)
+    layout = _LAYOUTS.get(names) or _layout(names)  # the table first: one call less
     if layout is None:
         return context.get_exported()
     out: dict[str, Any] = layout(context.vars).__dict__
@@ -757,18 +759,18 @@ class _Evaluator:
         else:
             tokens = _NO_TOKENS  # the recorder's empty dict stays for the next item
         alive = [ns for ns in map(_CALL, created) if ns is not None] if created else None
-        entry = _Entry(
-            item,
-            self.call,
-            fragment,
-            tuple(reads) if reads else (),
-            tokens,
-            tuple(used.items()) if used else (),
-            tuple(modules.items()) if modules else (),
-            namespaces_of(alive) if alive else (),
-            chars - recorder.module_chars,
-            tuple(chain.from_iterable(noted)) if noted else (),
-        )
+        # _Entry(...) with its slots set here: a call of __init__ per item cost more.
+        entry: _Entry = _new(_Entry)
+        entry.item = item
+        entry.call = self.call
+        entry.fragment = fragment
+        entry.reads = tuple(reads) if reads else ()
+        entry.tokens = tokens
+        entry.used = tuple(used.items()) if used else ()
+        entry.modules = tuple(modules.items()) if modules else ()
+        entry.namespaces = namespaces_of(alive) if alive else ()
+        entry.chars = chars - recorder.module_chars
+        entry.asked = tuple(chain.from_iterable(noted)) if noted else ()
         if reads:
             reads.clear()
         if used:
