@@ -66,7 +66,7 @@ def _text(value: Any, filter_name: str) -> str:
 # -- HAProxy configuration arguments ---------------------------------------------------------
 
 _LINE_ENDERS = re.compile(r"[\n\r\x00]")
-_BARE = re.compile(r"[A-Za-z0-9._:/@+=,~-]+")
+BARE = re.compile(r"[A-Za-z0-9._:/@+=,~-]+")
 """Characters HAProxy's tokenizer passes through unchanged outside quotes; anything else is
 quoted (even where quoting is not strictly needed) so that unusual values stand out."""
 
@@ -111,13 +111,13 @@ def haproxy_arg(value: Any, logformat: bool = False) -> str:
     Plain characters: ASCII letters, digits and ``. _ : / @ + = , ~ -`` — enough for names,
     addresses, ports, paths and host names to read naturally in the rendered configuration.
     """
-    if type(value) is str and not logformat and _BARE.fullmatch(value):
+    if type(value) is str and not logformat and BARE.fullmatch(value):
         return value  # plain characters only: nothing to check, quote or escape
     text = _text(value, "haproxy_arg")
     _check_arg(text, "haproxy_arg")
     if logformat:
         text = text.replace("%", "%%")
-    if _BARE.fullmatch(text):
+    if BARE.fullmatch(text):
         return text
     return _single_quoted(text)
 

@@ -176,11 +176,23 @@ PLAIN_FILTERS = {
     "string": ("type((t_htc_d := ", ")) in t_htc_text_types", "str(t_htc_d)"),
     "lower": ("type((t_htc_d := ", ")) is str", "t_htc_d.lower()"),
     "int": ("type((t_htc_d := ", ")) is int", "t_htc_d"),
+    "haproxy_arg": (
+        "type((t_htc_d := ",
+        ")) is str and t_htc_bare(t_htc_d) is not None",
+        "t_htc_d",
+    ),
 }
-"""Stock filters written out for the values they return at once, given constant arguments:
+"""Filters written out for the values they return at once, given constant arguments:
 ``x | default(c)`` of a defined ``x`` is ``x``; ``| string`` of a ``str`` or ``int`` is its
-``str()``, ``| lower`` of a ``str`` its ``lower()``; ``| int`` of an ``int`` is it. (test
-prefix, test suffix, result)."""
+``str()``, ``| lower`` of a ``str`` its ``lower()``; ``| int`` of an ``int`` is it; our
+``| haproxy_arg`` (without arguments) of a ``str`` of plain characters only is it, as its
+first test says (``t_htc_bare``: that test's pattern, ``environment.htc_bare``). (test
+prefix, test suffix, result). The environment lists the filter objects
+(``htc_plain_filters``): only those, reached under their names, are written out."""
+
+_PLAIN_MAX_ARGS = {"default": 1, "haproxy_arg": 0}
+"""Constant arguments a filter of :data:`PLAIN_FILTERS` may be given (else 2): ``default``'s
+second changes what a falsy value gives, ``haproxy_arg``'s ``logformat`` what it returns."""
 
 
 def _constant(node: nodes.Node) -> bool:
@@ -281,6 +293,8 @@ class TracingCodeGenerator(CodeGenerator):
         self.writeline("t_htc_res = environment.htc_resources")
         for name in sorted(self._htc_filters):
             self.writeline(f"t_htc_pf_{name} = environment.htc_plain_filters[{name!r}]")
+        if "haproxy_arg" in self._htc_filters:
+            self.writeline("t_htc_bare = environment.htc_bare")
         for name in sorted(self._htc_methods):
             self.writeline(f"t_htc_dm_{name} = environment.htc_direct[{name!r}]")
         for line in self._htc_consts:
@@ -652,7 +666,7 @@ class TracingCodeGenerator(CodeGenerator):
 
     @optimizeconst
     def visit_Filter(self, node: nodes.Filter, frame: Frame) -> None:
-        """A stock filter of :data:`PLAIN_FILTERS` with constant arguments returns the
+        """A filter of :data:`PLAIN_FILTERS` with constant arguments returns the
         value (or its ``lower()``) inline when the value passes the filter's own first test;
         otherwise the filter is called, with the value already evaluated, as Jinja2 calls
         it. The filter the template reaches must be the stock one, checked when compiling
@@ -668,7 +682,7 @@ class TracingCodeGenerator(CodeGenerator):
             or node.kwargs
             or node.dyn_args is not None
             or node.dyn_kwargs is not None
-            or len(node.args) > (1 if node.name == "default" else 2)
+            or len(node.args) > _PLAIN_MAX_ARGS.get(node.name, 2)
             or not all(_constant(a) for a in node.args)
         ):
             super().visit_Filter(node, frame)
