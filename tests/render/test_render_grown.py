@@ -115,3 +115,25 @@ def test_grow_appends_in_place_until_the_list_is_read() -> None:
     mark_shared(first)
     grow(n, "x", [3], n.x)
     assert first == [0, 1, 2] and n.x == [0, 1, 2, 3] and n.x is not first
+
+
+def test_a_first_growth_makes_its_grown_list_without_a_call_of_its_init(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first growth of a plain list (twice per Ingress in the quickstart's routes) makes
+    the GrownList without a call of GrownList.__init__: the same items, not shared, so the
+    next growth appends in place and a read still marks it."""
+    env = Renderer(spec("")).environment
+
+    def no_init(self: GrownList, items: object = ()) -> None:
+        raise AssertionError("GrownList.__init__ called")
+
+    monkeypatch.setattr(GrownList, "__init__", no_init)
+    ns = Namespace(x=[0])
+    env.htc_grow(ns, "x", [1, 2])
+    attrs = object.__getattribute__(ns, "_Namespace__attrs")
+    grown = attrs["x"]
+    assert type(grown) is GrownList and grown == [0, 1, 2] and grown._shared is False
+    env.htc_grow(ns, "x", [3])
+    assert attrs["x"] is grown and grown == [0, 1, 2, 3]
+    assert mark_shared(grown) is grown and grown._shared is True
