@@ -33,11 +33,17 @@ CONFIG = (
 )
 
 
-def _render_twice() -> list[tuple[str, list[Any]]]:
-    s = spec(CONFIG, snippets={"per-svc": PER_SVC, "inc": INC})
+def _three_services(s: Any) -> Store:
+    """A store of ``s``'s collections holding svc-0..svc-2 (ports 80-82)."""
     store = Store.from_spec(s)
     for i in range(3):
         store.apply("services", service(f"svc-{i}", 80 + i))
+    return store
+
+
+def _render_twice() -> list[tuple[str, list[Any]]]:
+    s = spec(CONFIG, snippets={"per-svc": PER_SVC, "inc": INC})
+    store = _three_services(s)
     r = Renderer(s)
     out = []
     for _ in range(2):  # evaluated, then kept
@@ -204,9 +210,7 @@ def test_entries_that_read_nothing_share_one_empty_tokens_mapping() -> None:
         "{% for f in fragments('reads', resources.services.list(), 's') %}{{ f }}{% endfor %}\n"
     )
     s = spec(config, snippets=snippets)
-    store = Store.from_spec(s)
-    for i in range(3):
-        store.apply("services", service(f"svc-{i}", 80 + i))
+    store = _three_services(s)
     r = Renderer(s)
     assert text(r.render(store.snapshot())) == "svc-0 svc-1 svc-2 333"
     templates = r._loader.templates
@@ -233,9 +237,7 @@ def test_an_evaluation_makes_no_call_it_can_spare(monkeypatch: pytest.MonkeyPatc
         "{% for f in fragments('none', resources.services.list(), 's') %}{{ f }}{% endfor %}"
     )
     s = spec(config, snippets=snippets)
-    store = Store.from_spec(s)
-    for i in range(3):
-        store.apply("services", service(f"svc-{i}", 80 + i))
+    store = _three_services(s)
     assert Renderer(s).render(store.snapshot()).ok  # the layout of a and b is made
 
     def spared(*_: Any) -> Any:
