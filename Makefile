@@ -1,6 +1,15 @@
 # Entry points for newcomers and CI. Everything installs into .venv so a fresh machine needs only
 # python3 (and, for the tests, the Debian packages that .ci/run installs).
-PY ?= python3
+#
+# The interpreter: the distribution's python3 when it is 3.11 or newer and can make a venv
+# (Debian's needs the python3-venv package), else the first python3 on PATH. Debian builds its
+# interpreter with profile-guided and link-time optimisation, as the image's base
+# (python:3.11-slim) is built; a self-built one without those (pyenv's default) renders the
+# quickstart at 10,000 Ingresses about 20 % slower, so benchmarks made with it would not show
+# what the image does. The benchmarks record the interpreter they ran on.
+PY ?= $(shell for p in /usr/bin/python3 python3; do \
+	$$p -c 'import ensurepip, sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed

@@ -19,6 +19,7 @@ KEYS = {
     "haproxyVersion",
     "files",
     "renderMs",
+    "renderReplacedMs",
     "ruledRenderMs",
     "rulesInlineMs",
     "ruledRenderWarmMs",
@@ -65,5 +66,7 @@ def test_benchmark_prints_one_json_object(haproxy_bin: str) -> None:
     # inline memo digests the same objects, and sharing those digests is the known fix).
     assert 0.0 <= result["cold"]["pipelineOwnMs"] < 80.0
     assert 0.0 <= result["warm"]["pipelineOwnMs"] < 25.0
+    # Both full renders happened (a new renderer's, and one that let go of a whole candidate).
+    assert result["renderMs"] > 0.0 and result["renderReplacedMs"] > 0.0
     # The controller's render includes the templates' and its inline rules' share of it.
     assert 0.0 < result["rulesInlineMs"] < result["ruledRenderMs"]
