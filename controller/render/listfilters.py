@@ -242,7 +242,13 @@ def _memo_select(keep: bool) -> Callable[..., Any]:
 
                 key = (name, tuple(parts), args[1] if len(args) > 1 else None)
                 flags = per_item(
-                    memos_of(context.environment), key, (args[2:], kwargs), items, each, batch
+                    memos_of(context.environment),
+                    key,
+                    (args[2:], kwargs),
+                    items,
+                    each,
+                    batch,
+                    bools=True,  # each and batch give bool(...) for every item
                 )
                 return Listed(list(compress(items, flags if keep else map(not_, flags))))
             except Exception:

@@ -483,6 +483,36 @@ def test_a_sort_kept_as_columns_is_updated_as_columns(seed: int) -> None:
     assert columns_kept > 30
 
 
+def test_flags_made_as_bools_are_found_uniform_without_a_call_per_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller that makes every value True or False says so; its uniform flags are found
+    by counting (in C, no call per item), and still held once. Values only equal to True
+    (``1``) are never taken for flags: without the promise the test stays by identity."""
+    memos = listmemo.ListMemos()
+    xs = [object() for _ in range(200)]
+    called: list[int] = []
+
+    def is_not(a: object, b: object) -> bool:
+        called.append(1)
+        return a is not b
+
+    monkeypatch.setattr(listmemo, "is_not", is_not)
+    ys = [object() for _ in range(200)]  # other items: no list to share, no comparison
+    a = listmemo.per_item(memos, "a", None, list(xs), lambda x: True, bools=True)
+    listmemo.per_item(memos, "b", None, ys, lambda x: True, bools=True)
+    assert called == []
+    assert a == [True] * 200 and memos._sites["a"][0].state is memos._sites["b"][0].state
+    mixed = listmemo.per_item(memos, "m", None, list(xs), lambda x: x is not xs[5], bools=True)
+    assert mixed[5] is False and memos._sites["m"][0].state is not memos._sites["a"][0].state
+
+    ones = [True] * 200
+    ones[100] = 1
+    listmemo.per_item(memos, "o", None, list(xs), lambda x: ones[xs.index(x)])
+    kept = memos._sites["o"][0].state
+    assert kept[100] == 1 and type(kept[100]) is int
+
+
 def test_flags_all_true_or_all_false_are_held_once() -> None:
     """A test every item passes (or none does) keeps one list of flags per length, shared by
     its calls, as does a unique of distinct keys (every item first); mixed flags are kept
