@@ -506,7 +506,7 @@ def test_flags_made_as_bools_are_found_uniform_without_a_call_per_flag(
     mixed = listmemo.per_item(memos, "m", None, list(xs), lambda x: x is not xs[5], bools=True)
     assert mixed[5] is False and memos._sites["m"][0].state is not memos._sites["a"][0].state
 
-    ones = [True] * 200
+    ones: list[object] = [True] * 200
     ones[100] = 1
     listmemo.per_item(memos, "o", None, list(xs), lambda x: ones[xs.index(x)])
     kept = memos._sites["o"][0].state
