@@ -9,7 +9,7 @@
 # what the image does. The benchmarks record the interpreter they ran on.
 PY ?= $(shell for p in /usr/bin/python3 python3; do \
 	$$p -c 'import ensurepip, sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
-	&& { echo $$p; break; }; done)
+	&& { echo $$p; exit 0; }; done; echo python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
