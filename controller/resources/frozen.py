@@ -128,7 +128,7 @@ def share(value: Any) -> Any:
     return value if key is None else _values.get(key, value)
 
 
-def _text(value: str) -> str:
+def share_text(value: str) -> str:
     """One string per spelling of a short value while it keeps recurring.
 
     Not ``sys.intern``: the interpreter's table keeps an entry for every string interned
@@ -196,7 +196,7 @@ def freeze(value: Any, strip: StripTree | None = None) -> Any:
     if isinstance(value, list | tuple):
         return share(tuple([freeze(item) for item in value]))
     if type(value) is str and len(value) <= _INTERN_MAX:
-        return _text(value)
+        return share_text(value)
     return value
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,23 @@ def test_the_fast_loader_resolves_as_pyyaml() -> None:
     assert (
         careful["k18"] == 8 and careful["k12"] is True and careful["k23"] == 12345678901234567890123
     )
+
+
+def test_short_values_read_frozen_are_shared_not_interned() -> None:
+    """The interpreter's intern table never shrinks: the names and addresses that only one
+    object holds must not enter it (3.8 MB at 10,000 objects per kind). Values that recur are
+    still one object, as the store's ``freeze`` shares them."""
+    marker = f"only-here-{uuid.uuid4().hex[:12]}"
+    text = "".join(
+        f"---\napiVersion: v1\nkind: Service\nmetadata: {{name: {marker}-{i}, namespace: x}}\n"
+        "spec: {type: ClusterIP}\n"
+        for i in range(2)
+    )
+    found = m._fast_read(text, frozen=True)
+    assert found is not None and m._fast_read(text, frozen=False) is not None
+    first, second = (doc for doc, _ in found)
+    name = first["metadata"]["name"]
+    assert name == f"{marker}-0"
+    assert sys.intern("".join([marker, "-0"])) is not name  # not in the intern table
+    assert first["spec"]["type"] is second["spec"]["type"]  # a recurring value: one object
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
