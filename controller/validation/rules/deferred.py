@@ -37,7 +37,7 @@ from controller.validation.rules.budget import iteration_exhaustion
 from controller.validation.rules.cel import BudgetExceeded, EvalError, Program, evaluate
 from controller.validation.rules.compiled import CompiledRule, OwnerKind, RuleSet
 from controller.validation.rules.inline import all_pass_program, budget_diagnostic
-from controller.validation.rules.judge import Judgement, State, judge
+from controller.validation.rules.judge import Judgement, State, judge, plain
 from controller.validation.rules.refs import ANY, EXTRA, OUTPUTS, RESOURCES
 
 __all__ = [
@@ -580,7 +580,7 @@ def _judge_all(
         else:
             j = memo[2].get(key) if memo is not None else None
         if j is None and quick is not None and (settled := quick(rule, i)) is not None:
-            j = Judgement(settled)
+            j = plain(settled)
             if key is not None:
                 result.fresh[key] = j
         if j is None:

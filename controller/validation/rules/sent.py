@@ -30,7 +30,7 @@ from controller.validation.rules.deferred import (
     has_value,
     memo_name,
 )
-from controller.validation.rules.judge import Judgement, State, output_value
+from controller.validation.rules.judge import Judgement, State, output_value, plain
 from controller.validation.rules.wire import Unshipped
 
 __all__ = ["sent_inputs"]
@@ -112,7 +112,7 @@ def _received_outputs(
     return _Outputs(present, done)
 
 
-_BY_CODE = {CODE_PASSED: Judgement(State.PASSED), CODE_SKIPPED: Judgement(State.SKIPPED)}
+_BY_CODE = {CODE_PASSED: plain(State.PASSED), CODE_SKIPPED: plain(State.SKIPPED)}
 
 
 class _Known(Mapping[_Key, Judgement]):

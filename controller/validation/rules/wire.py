@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from controller.validation.rules.compiled import CompiledRule, RuleSet
-from controller.validation.rules.judge import Judgement, State
+from controller.validation.rules.judge import Judgement, plain
 
 __all__ = [
     "MAX_RULESETS",
@@ -142,13 +142,11 @@ class _Pickler(pickle.Pickler):
 _RECEIVING: list[RuleSet | None] = [None]
 """In a worker: the rule set of the batch being unpickled (one batch at a time)."""
 
-_JUDGEMENTS = {s.value: Judgement(s) for s in State}
-
 
 def resolve(tag: str, arg: Any) -> Any:
     """In a worker: what :class:`_Pickler` sent as a reference."""
     if tag == "judgement":
-        return _JUDGEMENTS[arg]
+        return plain(arg)
     ruleset = _RECEIVING[0]
     if ruleset is None:
         raise pickle.UnpicklingError("the batch names a rule set it was not sent")
