@@ -217,9 +217,34 @@ def test_a_mapping_read_tests_the_two_mapping_types_by_identity() -> None:
     env = TemplateEnvironment()
     assert set(env.htc_mapping_order) == set(env.htc_mappings)
     code = env.compile("{{ d.a }}", raw=True)
-    assert "is t_htc_map0 or t_htc_t is t_htc_map1) and 'a' in t_htc_o" in code
+    assert "is t_htc_map1 and 'a' in t_htc_o" in code
     env.htc_mapping_order = (dict,)
     assert "in t_htc_maps and 'a' in t_htc_o" in env.compile("{{ d.a }}", raw=True)
+
+
+class _OwnLookup(dict[str, Any]):
+    """A mapping type that finds keys its own way."""
+
+    def __getitem__(self, key: str) -> Any:
+        return f"own {key}"
+
+
+def test_a_stored_object_key_is_read_in_one_lookup_where_dict_finds_it() -> None:
+    """A key of a FrozenDict (``dict``'s own lookups) is read by one ``dict.get``; a first
+    mapping type with a lookup of its own keeps ``in`` and ``[]``, which call it."""
+    env = TemplateEnvironment()
+    assert env.htc_mapping_order[0] is FrozenDict
+    code = env.compile("{{ d.a }}", raw=True)
+    assert "is t_htc_map0 and (t_htc_v := t_htc_dget(t_htc_o, 'a', t_htc_miss))" in code
+    assert env.from_string("{{ d.a }} {{ d.b is defined }}").render(d=FrozenDict(a=1)) == (
+        "1 False"
+    )
+    env.htc_mappings = frozenset({_OwnLookup, dict})
+    env.htc_mapping_order = (_OwnLookup, dict)
+    code = env.compile("{{ d.a }}", raw=True)
+    assert "t_htc_dget(" not in code
+    assert "is t_htc_map0 or t_htc_t is t_htc_map1) and 'a' in t_htc_o" in code
+    assert env.from_string("{{ d.a }}").render(d=_OwnLookup(a=1)) == "own a"
 
 
 def test_a_name_read_after_its_set_skips_the_test_for_unset() -> None:
