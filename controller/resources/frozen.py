@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 from controller.resources.paths import StripTree
 
 _intern = sys.intern
-_INTERN_MAX = 32
+SHARE_TEXT_MAX = 32
 """Short string values repeat across objects ("TCP", "Prefix", namespace and node names);
 sharing them saved ~16% per object in ``bench/store_memory.py``. Longer ones rarely repeat."""
 
@@ -195,7 +195,7 @@ def freeze(value: Any, strip: StripTree | None = None) -> Any:
         return share(FrozenDict(out))
     if isinstance(value, list | tuple):
         return share(tuple([freeze(item) for item in value]))
-    if type(value) is str and len(value) <= _INTERN_MAX:
+    if type(value) is str and len(value) <= SHARE_TEXT_MAX:
         return share_text(value)
     return value
 

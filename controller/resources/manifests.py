@@ -32,7 +32,7 @@ import yaml
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.resources.collection import object_ref
-from controller.resources.frozen import FrozenDict, freeze, share, share_text
+from controller.resources.frozen import SHARE_TEXT_MAX, FrozenDict, freeze, share, share_text
 from controller.spec import MAX_NODES, PathKey, WatchedResource, read_documents
 from controller.spec.loader import _Loader as _ConfigLoader
 
@@ -280,9 +280,6 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _NULL = "tag:yaml.org,2002:null"
 _SCALARS = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
-_INTERN_MAX = 32
-"""As the store's ``freeze`` shares: short values repeat across objects."""
-
 _intern = sys.intern
 
 
@@ -340,7 +337,7 @@ def _fast_read(text: str, frozen: bool) -> list[tuple[Any, dict[PathKey, int]]] 
                 # Shared as ``freeze`` shares, not interned: the interpreter's table never
                 # shrinks, and most short values are names and addresses no other object
                 # repeats (at 10,000 objects per kind its table grew by 3.8 MB for them).
-                return share_text(v) if frozen and len(v) <= _INTERN_MAX else v
+                return share_text(v) if frozen and len(v) <= SHARE_TEXT_MAX else v
             if tag == _NULL:
                 return None
             if tag not in _SCALARS:
