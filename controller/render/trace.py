@@ -286,8 +286,9 @@ class TracingCodeGenerator(CodeGenerator):
         self.writeline("t_htc_maps = environment.htc_mappings")
         for i in range(len(getattr(self.environment, "htc_mapping_order", ()))):
             self.writeline(f"t_htc_map{i} = environment.htc_mapping_order[{i}]")
-        self.writeline("t_htc_dget = dict.get")
-        self.writeline("t_htc_miss = object()")
+        if self._htc_one_lookup():
+            self.writeline("t_htc_dget = dict.get")
+            self.writeline("t_htc_miss = object()")
         self.writeline("t_htc_frag = environment.htc_fragment")
         self.writeline("t_htc_mark = environment.htc_mark")
         self.writeline("t_htc_glist = environment.htc_glist")
