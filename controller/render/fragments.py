@@ -41,8 +41,8 @@ import keyword
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, count, repeat
-from operator import add, attrgetter, is_, methodcaller, truth
+from itertools import chain, compress, count
+from operator import add, attrgetter, methodcaller, truth
 from types import MappingProxyType
 from typing import Any
 
@@ -62,7 +62,7 @@ from controller.render.incremental import (
     unchanged,
 )
 from controller.render.keyed import Asking, Keyed, changed_answers, still_answers
-from controller.render.runs import same_ends, scattered
+from controller.render.runs import find_item, same_ends, scattered
 from controller.render.sameness import SCALARS, SEQUENCES
 from controller.render.snippets import (
     SHARED_NAMES,
@@ -540,7 +540,7 @@ def _unchanged_run(
 
 def _find(site: _Site, item: Any) -> _Entry | None:
     """The last call's entry of this very item, if it had one."""
-    at = next(compress(count(), map(is_, site.items, repeat(item))), None)
+    at = find_item(site.items, item)
     return None if at is None else site.order[at]
 
 

@@ -47,7 +47,7 @@ from typing import Any
 from controller.render.filters import Group, none_first
 from controller.render.fragments import Fragment, same_argument
 from controller.render.grown import GrownList, mark_shared
-from controller.render.runs import same_ends
+from controller.render.runs import same_ends, same_items
 from controller.render.runs import scattered as _scattered
 from controller.resources import MISSING, FrozenDict
 
@@ -455,7 +455,7 @@ class ListMemos:
                         and len(held) == n
                         and held[-1] is last
                         and all(map(is_, map(held.__getitem__, probe), points))
-                        and not any(map(is_not, held, values))
+                        and same_items(held, values)
                     ):
                         return held
         return values
