@@ -250,6 +250,8 @@ def _memo_select(keep: bool) -> Callable[..., Any]:
                     batch,
                     bools=True,  # each and batch give bool(...) for every item
                 )
+                if flags.count(keep) == len(flags):  # every item kept (most such lists)
+                    return Listed(items)
                 return Listed(list(compress(items, flags if keep else map(not_, flags))))
             except Exception:
                 value = items

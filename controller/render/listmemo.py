@@ -125,7 +125,9 @@ def as_list(value: Any) -> list[Any] | None:
             return None
         return listed._take()
     if (tp is list or tp is tuple or tp is GrownList) and len(value) >= MIN_ITEMS:
-        return list(value)
+        # A plain list is never changed in place (the sandbox has no mutating method, and
+        # a namespace grows only a GrownList it made): kept as it is, not copied.
+        return value if tp is list else list(value)
     return None
 
 
@@ -396,7 +398,7 @@ class ListMemos:
             entries = tuple(e for e in entries if e is not stale)
         if key not in self._sites and len(self._sites) >= _MAX_KEYS:
             self._sites.clear()
-        items = self._shared(items, was.new_at if type(was) is Match else ())
+        items = self._shared(items)
         if type(state) is list:
             state = self._flags(state, bools)
         elif type(state) is _Firsts:
@@ -428,24 +430,18 @@ class ListMemos:
             held = self._uniform[n, first] = values
         return held
 
-    def _shared(self, values: list[Any], changed: Iterable[int] = ()) -> list[Any]:
+    def _shared(self, values: list[Any]) -> list[Any]:
         """A list the memo holds already with the very same items as ``values``, else
         ``values``.
 
         One list of routes is the input of half a dozen filters, and a sort's result the
         input of the next: each call kept a copy of its own, 160 kB each at 20,000 routes,
         alive only here. Lists held here are never changed (an update builds a new one), so
-        any one of equal ones will do. A few items spread over the list rule out nearly
-        every other list before the whole is compared (in C); so do the places where
-        ``values`` differs from the earlier input it was matched with (``changed``, a few at
-        most): after one change, the earlier inputs and results held here match ``values``
-        everywhere else, and each would otherwise be compared in whole (about 0.5 ms at
-        20,000 items) only to differ there."""
+        any one of equal ones will do. Each is compared by its item addresses
+        (:func:`~controller.render.runs.same_items`, a few microseconds), not item by item."""
         n = len(values)
         if n < MIN_ITEMS:
             return values
-        probe = [*range(0, n, n // 8), *(i for i in islice(changed, 8) if 0 <= i < n)]
-        points = [values[i] for i in probe]
         last = values[-1]
         for entries in self._sites.values():
             for entry in entries:
@@ -454,7 +450,6 @@ class ListMemos:
                         held is not values
                         and len(held) == n
                         and held[-1] is last
-                        and all(map(is_, map(held.__getitem__, probe), points))
                         and same_items(held, values)
                     ):
                         return held
@@ -911,7 +906,7 @@ def unique_by(
         if members is not None:  # still every key once: every item is first
             firsts = was.firsts if len(was.firsts) == len(keys) else [True] * len(keys)
             memos.store(key, args, items, _Firsts(keys, firsts, members), match)
-            return list(items)
+            return items
         firsts = match.splice(was.firsts, [False] * len(new_keys))
         affected = {*(was.keys[q] for q in match.old_at), *new_keys}
         for k in affected:
@@ -927,7 +922,7 @@ def unique_by(
             except ValueError:
                 continue
     memos.store(key, args, items, _Firsts(keys, firsts, members), stale)
-    return list(compress(items, firsts))
+    return items if members is not None else list(compress(items, firsts))
 
 
 class _Groups:
