@@ -140,12 +140,18 @@ def _display(key: ObjectKey) -> str:
 class CollectionState:
     """The objects of one collection; mutable until ``shared`` is set, then never again."""
 
-    __slots__ = ("_exact", "by_key", "order", "shared")
+    __slots__ = ("_exact", "_objects", "by_key", "order", "shared")
 
     def __init__(self, by_key: dict[ObjectKey, Entry], order: list[Entry]) -> None:
         self.by_key = by_key
         self.order = order
         self.shared = False
+        self._objects: list[K8sObject] | None = None
+        """The objects in order, made on the first :meth:`objects` of a shared state: a
+        render asks for a collection's list several times (the quickstart: four times for
+        the Ingresses), and the collections that did not change are the same state in the
+        next render. Each list made afresh reads every entry, and then every object, of a
+        collection spread over the whole heap."""
         self._exact: dict[IndexKey, Entry | list[Entry]] | None = None
         """Entries by their whole index key, built on the first full-key lookup of a shared
         state (which never changes again): templates look objects up by their whole key a
@@ -194,6 +200,16 @@ class CollectionState:
         pos = bisect_left(self.order, (entry.index_key, entry.key))
         assert self.order[pos].key == entry.key
         return pos
+
+    def objects(self) -> list[K8sObject]:
+        """The objects in order: one list for all callers once this state is shared (then
+        the caller must not change it), a new one each time before."""
+        if not self.shared:
+            return list(map(_OBJ, self.order))
+        objects = self._objects
+        if objects is None:
+            objects = self._objects = list(map(_OBJ, self.order))
+        return objects
 
     def by_whole_key(self) -> dict[IndexKey, Entry | list[Entry]] | None:
         """The entries by whole index key (see ``_exact``), once this state is shared; else
@@ -405,7 +421,9 @@ class StateView(CollectionViewBase):
         return self._state.prefix(normalise_keys(self.name, self._config.index_by, keys))
 
     def list(self) -> builtins.list[K8sObject]:
-        return builtins.list(map(_OBJ, self._state.order))
+        """The objects in index order. The caller must not change the list: while the
+        state is shared (a snapshot's), every call gets the same one."""
+        return self._state.objects()
 
     def entry(self, key: ObjectKey) -> Entry | None:
         return self._state.by_key.get(key)

@@ -68,3 +68,22 @@ def test_a_carried_table_is_the_table_a_pass_would_build(ops: list[Any]) -> None
     assert table is not None and _ids(table) == _ids(_by_whole_key(state.order))
     for old, seen in earlier:  # copies never wrote into a shared state's table
         assert old._exact is not None and _ids(old._exact) == seen
+
+
+def test_a_snapshot_lists_its_objects_once_and_never_changes_that_list() -> None:
+    """A shared state makes its object list once for every caller (a render asks for it
+    several times, and an unchanged collection is the same state next render); the next
+    change lists afresh and leaves the earlier snapshot's list as it was."""
+    store = make_store()
+    for i in range(3):
+        store.apply("endpoints", slice_(f"web-{i}", "web"))
+    before = store.snapshot().collection("endpoints")
+    listed = before.list()
+    assert before.list() is listed
+    assert [o["metadata"]["name"] for o in listed] == ["web-0", "web-1", "web-2"]
+    store.apply("endpoints", slice_("api-1", "api"))
+    after = store.snapshot().collection("endpoints")
+    assert after.list() is not listed and len(after.list()) == 4
+    assert [o["metadata"]["name"] for o in before.list()] == ["web-0", "web-1", "web-2"]
+    live = store.collection("endpoints")  # writable until the next snapshot: a new list each time
+    assert live.list() == after.list()
