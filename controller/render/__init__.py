@@ -28,7 +28,7 @@ from controller.render.result import (
     RuleTally,
     SourceMap,
 )
-from controller.render.runs import same_ends
+from controller.render.runs import same_ends, scattered
 from controller.render.scc import strongly_connected
 
 __all__ = [
@@ -58,5 +58,6 @@ __all__ = [
     "parse_expression",
     "path_for",
     "same_ends",
+    "scattered",
     "strongly_connected",
 ]

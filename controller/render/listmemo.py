@@ -442,16 +442,10 @@ class ListMemos:
         n = len(values)
         if n < MIN_ITEMS:
             return values
-        last = values[-1]
         for entries in self._sites.values():
             for entry in entries:
                 for held in _held(entry):
-                    if (
-                        held is not values
-                        and len(held) == n
-                        and held[-1] is last
-                        and same_items(held, values)
-                    ):
+                    if held is not values and len(held) == n and same_items(held, values):
                         return held
         return values
 

@@ -126,6 +126,7 @@ EXPORTS: dict[str, set[str]] = {
         "parse_expression",
         "path_for",
         "same_ends",
+        "scattered",
         "strongly_connected",
     },
     "controller.resources": {

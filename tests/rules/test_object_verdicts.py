@@ -241,13 +241,17 @@ def _edits() -> Any:
 @given(st.lists(_edits(), min_size=1, max_size=6), st.integers(0, 12))
 def test_keys_asked_again_are_the_keys_asked_afresh(rounds: list[Any], size: int) -> None:
     """The memo takes the keys of the common head and tail from its last answer: after any
-    edits, its keys are those a fresh memo gives, and the last answer is never changed."""
+    edits, its keys are those a fresh memo gives, and the last answer is never changed. (It
+    keeps the list it is given, as a snapshot's list is never changed: edits make a new
+    one; the very same list asked again gets the very same answer.)"""
     memo = ObjectMemo()
     objs: list[dict[str, Any]] = [{"n": k} for k in range(size)]
     fresh = 1000
     for edits in rounds:
         before = memo.keys("c", objs)
+        assert memo.keys("c", objs) is before
         kept = list(before)
+        objs = list(objs)
         for kind, at, to in edits:
             fresh += 1
             i = at % (len(objs) + 1)
@@ -268,3 +272,41 @@ def test_keys_asked_again_are_the_keys_asked_afresh(rounds: list[Any], size: int
         got = memo.keys("c", objs)
         assert got == [content_key(o) or id(o) for o in objs]
         assert before == kept
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_edits(), min_size=1, max_size=6), st.integers(0, 12))
+def test_verdicts_after_edits_are_those_replaced_for_the_same_content(
+    rounds: list[Any], size: int
+) -> None:
+    """lookup takes the verdicts of the common head and tail from the latest replace and
+    replace writes only the run between: what each object gets is still the verdict last
+    written for its content (or None), whatever the edits."""
+    memo = ObjectMemo()
+    truth: dict[Any, Any] = {}
+    objs: list[dict[str, Any]] = [{"n": k} for k in range(size)]
+    fresh = 1000
+    for edits in rounds:
+        objs = list(objs)
+        for kind, at, to in edits:
+            fresh += 1
+            i = at % (len(objs) + 1)
+            if kind in ("insert", "bytes"):
+                objs.insert(i, {"n": fresh})
+            elif objs and kind == "delete":
+                del objs[i % len(objs)]
+            elif objs and kind == "same":
+                objs[i % len(objs)] = dict(objs[i % len(objs)])
+            elif objs and kind == "new":
+                objs[i % len(objs)] = {"n": fresh}
+            elif objs and kind == "move":
+                objs.insert(to % len(objs), objs.pop(i % len(objs)))
+            elif kind == "rebuild":
+                objs = [dict(o) for o in objs]
+        keys = memo.keys("c", objs)
+        assert memo.lookup("c", objs, keys) == [truth.get(k) for k in keys]
+        assert memo.lookup("c", objs) == [truth.get(k) for k in keys]
+        verdicts: list[Any] = [("judged", fresh, k) for k in keys]
+        memo.replace("c", objs, verdicts, keys)
+        truth.update(zip(keys, verdicts, strict=True))
+        assert memo.lookup("c", objs, keys) == verdicts

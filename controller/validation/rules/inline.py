@@ -23,7 +23,7 @@ from typing import Any, overload
 
 from controller.diagnostics import Diagnostic, Location, ObjectRef, Phase, Severity, make
 from controller.observability import escape_controls
-from controller.render import RenderedOutput, same_ends
+from controller.render import RenderedOutput, same_ends, scattered
 from controller.resources import object_ref
 from controller.validation.report import BudgetExhaustion, RuleCounters
 from controller.validation.rules.budget import (
@@ -389,6 +389,10 @@ def content_key(obj: Mapping[str, Any]) -> ContentKey | None:
 
 Verdict = tuple[Diagnostic, ...]
 
+_FEW_CHANGED = 64
+"""Verdicts of a common head or tail that may differ from those written last before
+:meth:`ObjectMemo.replace` writes them all."""
+
 
 class ObjectMemo:
     """Inline verdicts of watched objects, by content, for the objects of the latest call.
@@ -415,12 +419,24 @@ class ObjectMemo:
         self._verdicts: dict[str, dict[ContentKey | int, Verdict | None]] = {}
         self._asked: dict[str, tuple[list[Mapping[str, Any]], list[ContentKey | int]]] = {}
         """Per collection: the objects of the latest :meth:`keys` call and their keys."""
+        self._spliced: dict[str, tuple[list[ContentKey | int], int, int, list[Any]]] = {}
+        """Per collection: the keys of the latest :meth:`keys` call that took its common
+        head and tail from the call before, how long those are, and that call's keys."""
+        self._judged: dict[str, tuple[list[ContentKey | int], list[Verdict | None]]] = {}
+        """Per collection: the keys and verdicts of the latest :meth:`replace`. The next
+        call's keys share all but a run with them: :meth:`lookup` takes the verdicts of the
+        rest from here, and :meth:`replace` writes only that run's (a dictionary lookup and
+        store per object, of keys spread over the heap, were 10,000 of each per render)."""
 
     def keys(self, name: str, objs: Sequence[Mapping[str, Any]]) -> list[ContentKey | int]:
-        """Each object's memo key: its digest, or its identity when it has none."""
-        objs = list(objs)
-        ids = self._ids.setdefault(name, {})
+        """Each object's memo key: its digest, or its identity when it has none. The
+        caller must not change the list (a second call with the very same objects, as the
+        render makes, gets the same one)."""
         last = self._asked.get(name)
+        if last is not None and last[0] is objs:
+            return last[1]
+        objs = objs if type(objs) is list else list(objs)
+        ids = self._ids.setdefault(name, {})
         head, tail = same_ends(last[0], objs) if last is not None else (0, 0)
         out: list[ContentKey | int] = last[1][:head] if last is not None else []
         for o in objs[head : len(objs) - tail]:
@@ -437,7 +453,37 @@ class ObjectMemo:
         if tail and last is not None:
             out += last[1][len(last[1]) - tail :]
         self._asked[name] = (objs, out)
+        if last is not None:
+            self._spliced[name] = (out, head, tail, last[1])
         return out
+
+    def _run(self, name: str, keys: Sequence[ContentKey | int]) -> tuple[int, int] | None:
+        """The common head and tail ``keys`` share with the latest :meth:`replace`'s keys,
+        when they were spliced from those (:meth:`keys`)."""
+        spliced, judged = self._spliced.get(name), self._judged.get(name)
+        if spliced is None or judged is None or spliced[0] is not keys:
+            return None
+        if spliced[3] is not judged[0]:
+            return None
+        return spliced[1], spliced[2]
+
+    def _written(
+        self, name: str, keys: Sequence[ContentKey | int], verdicts: Sequence[Verdict | None]
+    ) -> Iterable[int] | None:
+        """The positions whose verdict :meth:`replace` must write, when only some: the run
+        between the common head and tail, and those of the head and tail whose verdict is
+        not the one written last (found by identity, in C)."""
+        run = self._run(name, keys)
+        if run is None or type(verdicts) is not list:
+            return None
+        head, tail = run
+        was = self._judged[name][1]
+        stop, end = len(keys) - tail, len(was) - tail
+        changed_head = scattered(was[:head], verdicts[:head], _FEW_CHANGED)
+        changed_tail = scattered(was[end:], verdicts[stop:], _FEW_CHANGED)
+        if changed_head is None or changed_tail is None:
+            return None
+        return chain(changed_head, range(head, stop), (stop + i for i in changed_tail))
 
     def lookup(
         self,
@@ -445,8 +491,15 @@ class ObjectMemo:
         objs: Sequence[Mapping[str, Any]],
         keys: Sequence[ContentKey | int] | None = None,
     ) -> list[Verdict | None]:
+        keys = keys if keys is not None else self.keys(name, objs)
         verdicts = self._verdicts.get(name, {})
-        return list(map(verdicts.get, keys if keys is not None else self.keys(name, objs)))
+        run = self._run(name, keys)
+        if run is None:
+            return list(map(verdicts.get, keys))
+        head, tail = run
+        was = self._judged[name][1]
+        middle = list(map(verdicts.get, keys[head : len(keys) - tail]))
+        return was[:head] + middle + (was[len(was) - tail :] if tail else [])
 
     def replace(
         self,
@@ -456,8 +509,17 @@ class ObjectMemo:
         keys: Sequence[ContentKey | int] | None = None,
     ) -> None:
         keys = keys if keys is not None else self.keys(name, objs)
+        if len(keys) != len(verdicts):
+            raise ValueError("one verdict per object")
         known = self._verdicts.setdefault(name, {})
-        known.update(zip(keys, verdicts, strict=True))  # None: not judged, as if missing
+        # None: not judged, as if missing. The keys of the common head and tail are those
+        # the latest replace wrote: only the run between, and any of theirs whose verdict
+        # is another object now, are written.
+        written = self._written(name, keys, verdicts)
+        if written is None:
+            known.update(zip(keys, verdicts, strict=True))
+        else:
+            known.update((keys[i], verdicts[i]) for i in written)
         ids = self._ids.get(name)
         slack = max(64, len(keys) // 8)
         if ids is None or len(ids) > len(keys) + slack or len(known) > len(keys) + slack:
@@ -465,6 +527,7 @@ class ObjectMemo:
             # verdicts of contents gone), once there is enough of it to be worth a pass.
             self._ids[name] = dict(zip(map(id, objs), zip(objs, keys, strict=True), strict=True))
             self._verdicts[name] = dict(zip(keys, verdicts, strict=True))
+        self._judged[name] = (list(keys) if type(keys) is not list else keys, list(verdicts))
 
 
 class _Converted(Sequence[Self]):
@@ -534,7 +597,8 @@ def check_objects(
         rules = ruleset.inline_for(owner) if owner is not None else ()
         if not rules:
             continue
-        objs = list(objects[name])
+        given = objects[name]
+        objs = given if type(given) is list else list(given)  # read only, never changed
         keys = memo.keys(name, objs) if memo is not None else None
         verdicts: list[Verdict | None] = (
             memo.lookup(name, objs, keys) if memo is not None else [None] * len(objs)
