@@ -352,12 +352,23 @@ class ListMemos:
     def find(self, key: Hashable, args: Any, items: list[Any]) -> Match | None:
         """The earlier call under ``key`` with these arguments whose input differs least from
         ``items``, if it differs in few enough places to be worth updating."""
-        limit = max(8, len(items) // 16)
+        n = len(items)
+        limit = max(8, n // 16)
+        probes = range(0, n, max(1, n // 8))
         best: Match | None = None
         for entry in self._sites.get(key, ()):
             if not same_argument(entry.args, args):
                 continue
-            if len(entry.items) == len(items):
+            if len(entry.items) == n:
+                if 2 * sum(
+                    map(
+                        is_not, map(entry.items.__getitem__, probes), map(items.__getitem__, probes)
+                    )
+                ) > len(probes):
+                    # Most of a few evenly spread items differ: another list (of another
+                    # candidate, say), whose comparison would give up only after counting
+                    # past the limit. Leaving it out is always right, only maybe slower.
+                    continue
                 at = _scattered(entry.items, items, limit)
                 if at is None:
                     continue
