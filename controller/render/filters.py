@@ -468,6 +468,89 @@ def ready_endpoints(slices: Any, port_name: Any = "") -> list[dict[str, Any]]:
     return found
 
 
+_MAX_INDENT = 64
+
+
+def server_lines(endpoints: Any, options: Any = "", indent: Any = 4) -> str:
+    """The ``server`` lines of a backend, one per item of ``endpoints`` (as
+    :func:`ready_endpoints` gives them): ``server <name> <address><options>``, ``indent``
+    spaces in front, each line ending in a newline.
+
+    ``<name>`` is the item's ``address:port`` and ``<address>`` the same, with ``ipv6@`` in
+    front of an address with a ``:``, both as :func:`haproxy_arg` writes them. ``options``
+    is the rest of the line as written (``' check'``): empty or starting with a space, and
+    no line break. What a template loop over the endpoints with two ``haproxy_arg`` each
+    renders, in one call: at 10,000 backends the loop, the concatenations and a marked
+    output per server were two fifths of each backend's evaluation.
+    """
+    if type(options) is not str or (
+        options and (options[0] != " " or "\n" in options or "\r" in options or "\x00" in options)
+    ):
+        raise _bad_options(options)
+    if indent == 4 and type(indent) is int:
+        head = "    server "
+    elif type(indent) is int and 0 <= indent <= _MAX_INDENT:
+        head = " " * indent + "server "
+    else:
+        raise FilterError(
+            f"server_lines: the indent must be a number of spaces from 0 to {_MAX_INDENT}, "
+            f"got {indent!r}"
+        )
+    tail = options + "\n"
+    parts: list[str] = []
+    frozen, plain, last, suffix = FrozenDict, dict, None, ""
+    try:
+        for item in endpoints if type(endpoints) is list else _items(endpoints, "server_lines"):
+            if (
+                (tp := type(item)) is not plain
+                and tp is not frozen
+                and not isinstance(item, Mapping)
+            ):
+                raise FilterError(f"server_lines: an item is a {tp.__name__}, not a mapping")
+            address, port = item["address"], item["port"]
+            if type(address) is not str or type(port) is not int:
+                raise _bad_item(address, port)
+            if port is not last:  # the items of one slice share their port
+                last, suffix = port, f":{port}"
+            endpoint = address + suffix
+            parts += (head, endpoint, " ", endpoint, tail)
+    except KeyError as exc:
+        raise FilterError(f"server_lines: an item has no {exc.args[0]}") from None
+    if not parts:
+        return ""
+    names = parts[1::5]
+    joined = ",".join(names)
+    if joined.count(":") == len(names) and BARE.fullmatch(joined):
+        # One match for all: every address:port is of plain characters, and none has a
+        # second ":" (an IPv6 address), so each is its own name and address as written.
+        return "".join(parts)
+    lines = []
+    for endpoint in names:
+        name = haproxy_arg(endpoint)
+        at = haproxy_arg("ipv6@" + endpoint) if ":" in endpoint.rpartition(":")[0] else name
+        lines.append(f"{head}{name} {at}{tail}")
+    return "".join(lines)
+
+
+def _bad_options(options: Any) -> FilterError:
+    if type(options) is not str:
+        return FilterError(f"server_lines: the options must be a string, got {options!r}")
+    if _LINE_ENDERS.search(options):
+        return FilterError(f"server_lines: options {_show(options)} contain a line break")
+    return FilterError(
+        f"server_lines: options {_show(options)} must start with a space (they follow the "
+        "address on the line)"
+    )
+
+
+def _bad_item(address: Any, port: Any) -> FilterError:
+    if type(address) is not str:
+        return FilterError(
+            f"server_lines: an item's address is a {type(address).__name__}, not a string"
+        )
+    return FilterError(f"server_lines: an item's port is a {type(port).__name__}, not a number")
+
+
 def _sequence(s: Mapping[str, Any], what: str, value: Any) -> Sequence[Any]:
     """A list field of a slice; unset or null is empty (Kubernetes omits empty lists)."""
     if type(value) is tuple or type(value) is list:
@@ -501,6 +584,7 @@ FILTERS: Mapping[str, Callable[..., Any]] = {
     "map_entries": map_entries,
     "group_by": group_by,
     "ready_endpoints": ready_endpoints,
+    "server_lines": server_lines,
     "selectattr": selectattr,
     "rejectattr": rejectattr,
 }

@@ -102,10 +102,11 @@ def test_every_rendered_file_has_one_location_per_line() -> None:
 
 def test_quickstart_server_lines_point_at_the_server_line_of_the_template() -> None:
     s = quickstart_spec()
-    # haproxy.cfg's backend sections are fragments of the snippet `backend`
+    # haproxy.cfg's backend sections are fragments of the snippet `backend`; its server
+    # lines are one expression's output (server_lines), each line attributed to it
     template_lines = s.template_snippets["backend"].template.splitlines()
     server_line = 1 + next(
-        i for i, t in enumerate(template_lines) if t.lstrip().startswith("server {{ ")
+        i for i, t in enumerate(template_lines) if "| server_lines(" in t and "{{" in t
     )
     r = render_inputs(load_inputs(QUICKSTART / "config.yaml", [QUICKSTART / "resources"]))
     out = text(r).splitlines()
