@@ -11,10 +11,11 @@ import pytest
 from controller.diagnostics import Phase
 from controller.render import Renderer
 from controller.render.budget import BudgetExceeded, Meter, current, metered_loop
-from controller.resources import Store
+from controller.render.grown import GrownList
+from controller.resources import FrozenDict, Store
 from controller.spec.models import HAProxyTemplateConfigSpec, RenderSettings
 from controller.validation import Pipeline, ReportStatus
-from tests.render.render_kit import quickstart_spec, render, spec
+from tests.render.render_kit import quickstart_spec, render, spec, text
 
 
 def budgeted(s: HAProxyTemplateConfigSpec, **limits: Any) -> HAProxyTemplateConfigSpec:
@@ -176,3 +177,81 @@ def test_a_short_loop_is_charged_as_meter_charge_charges(monkeypatch: pytest.Mon
     with pytest.raises(BudgetExceeded) as caught:
         loop_charges(full, [1, 2, 3], 7)
     assert (caught.value.budget, caught.value.limit, caught.value.used) == ("outputBytes", 20, 21)
+
+
+def _meter(**kw: Any) -> Meter:
+    meter = Meter(timeout=60.0, max_chars=kw.pop("max_chars", 10**9), **kw)
+    meter.start()
+    return meter
+
+
+def _loop(meter: Meter, iterable: Any, chars: int) -> list[Any]:
+    token = current().set(meter)
+    try:
+        return list(metered_loop(iterable, chars))
+    finally:
+        current().reset(token)
+
+
+@pytest.mark.parametrize("n", [65, 128, 129, 1000, 5000])
+@pytest.mark.parametrize("kind", [list, tuple, range, dict, FrozenDict, GrownList])
+def test_a_long_loop_over_a_container_is_charged_in_chunks(
+    kind: Any, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long loop over a container gives its items in order and charges the same characters
+    as one charge per item would, a chunk of 64 items per charge, without a call of
+    Meter.charge per item (the 10,000 backends of haproxy.cfg at 10,000 Ingresses)."""
+    items = range(n) if kind is range else kind({k: k for k in range(n)})
+    calls: list[int] = []
+    monkeypatch.setattr(Meter, "charge", lambda self, c: calls.append(c))
+    meter = _meter()
+    assert _loop(meter, items, 7) == list(items)
+    assert (meter.used_chars, meter._ticks, calls) == (7 * n, -(-n // 64), [])
+
+
+def test_a_long_loop_is_refused_before_the_chunk_that_overdraws() -> None:
+    meter = _meter(max_chars=100)
+    seen: list[object] = []
+    token = current().set(meter)
+    try:
+        with pytest.raises(BudgetExceeded) as caught:
+            for item in metered_loop(list(range(1000)), 1):
+                seen.append(item)
+    finally:
+        current().reset(token)
+    # the first chunk (64 characters) fits; the second (128 in all) does not
+    assert seen == list(range(64))
+    assert (caught.value.budget, caught.value.used) == ("outputBytes", 128)
+
+
+def test_a_long_loop_reads_the_clock_at_every_chunk() -> None:
+    """Not on every 256th charge only: a body that charges nothing meets the deadline
+    within one chunk of 64 items."""
+    meter = _meter()
+    seen: list[object] = []
+    token = current().set(meter)
+    try:
+        with pytest.raises(BudgetExceeded) as caught:
+            for item in metered_loop(list(range(1000)), 0):
+                seen.append(item)
+                if item == 70:
+                    meter.deadline = 0.0  # past
+    finally:
+        current().reset(token)
+    assert caught.value.budget == "renderTime" and seen == list(range(128))
+
+
+def test_a_long_loop_over_fragments_runs_out_of_the_size_budget() -> None:
+    """The backends loop of the quickstart's shape: fragments() output one by one."""
+    s = budgeted(
+        spec(
+            "{% for f in fragments('line', range(3000), 'i') %}{{ f }}{% endfor %}\n",
+            snippets={"line": "item {{ i }} of a long loop over fragments\n"},
+        ),
+        max_output_bytes=50_000,
+    )
+    r = render(s)
+    assert [(b.budget, b.limit) for b in r.budgets] == [("outputBytes", 50_000)]
+    fits = budgeted(s, max_output_bytes=10**6)
+    out = text(render(fits))
+    assert out.count("\n") == 3000 and out.startswith("item 0 of") and "item 2999 of" in out
