@@ -48,7 +48,7 @@ from controller.render.trace import (
     TracingCodeGenerator,
     counted,
     join_traced,
-    to_text,
+    text_hook,
 )
 from controller.resources import FrozenDict
 
@@ -161,7 +161,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self._safe: dict[tuple[type, str], bool] = {}
         self._plain: dict[Any, bool] = {}
         self._callables: dict[Any, bool] = {}
-        self.htc_text = to_text
+        self.htc_text = text_hook(Fragment)
         self.htc_loop = metered_loop
         self.htc_mappings: frozenset[type] = frozenset(_ITEM_FIRST)
         self.htc_mapping_order: tuple[type, ...] = (FrozenDict, dict)
