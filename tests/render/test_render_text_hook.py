@@ -68,3 +68,20 @@ def test_the_output_is_charged() -> None:
     finally:
         current().reset(token)
     assert (caught.value.budget, caught.value.used) == ("outputBytes", 21)
+
+
+def test_a_fragments_slots_are_read_without_an_attribute_hook() -> None:
+    """``f._exports`` (every export read in generated code) and ``f._text`` (every output)
+    take the interpreter's plain slot read: Fragment has no ``__getattr__``. Templates still
+    read exports as attributes, through the environment (and the stock sandbox through
+    ``__getitem__``)."""
+    assert "__getattr__" not in vars(Fragment)
+    assert type(Fragment).__getattribute__ is type.__getattribute__
+    assert Fragment.__getattribute__ is object.__getattribute__
+    frag = Fragment({"name": "be_x", "missing": None}, Traced("backend be_x\n", None))
+    env = TemplateEnvironment()
+    out = env.from_string("{{ f.name }} {{ f['name'] }} {{ f.missing }} {{ f }}").render(f=frag)
+    assert out == "be_x be_x None backend be_x\n"
+    with pytest.raises(AttributeError):
+        frag.name  # type: ignore[attr-defined]  # noqa: B018  (Python reads f["name"])
+    assert frag["name"] == "be_x"
