@@ -360,14 +360,7 @@ class ListMemos:
             if not same_argument(entry.args, args):
                 continue
             if len(entry.items) == n:
-                if 2 * sum(
-                    map(
-                        is_not, map(entry.items.__getitem__, probes), map(items.__getitem__, probes)
-                    )
-                ) > len(probes):
-                    # Most of a few evenly spread items differ: another list (of another
-                    # candidate, say), whose comparison would give up only after counting
-                    # past the limit. Leaving it out is always right, only maybe slower.
+                if _unlike(entry.items, items, probes):
                     continue
                 at = _scattered(entry.items, items, limit)
                 if at is None:
@@ -459,6 +452,15 @@ class ListMemos:
                     if held is not values and len(held) == n and same_items(held, values):
                         return held
         return values
+
+
+def _unlike(old: list[Any], new: list[Any], probes: range) -> bool:
+    """Do most of a few evenly spread items differ? Then ``old`` holds other items (another
+    candidate's routes, say), and comparing it would give up only after counting its
+    differences past the limit. Leaving such an earlier call out is always right (the memo
+    then updates from another, or computes), at worst slower."""
+    differ = sum(map(is_not, map(old.__getitem__, probes), map(new.__getitem__, probes)))
+    return 2 * differ > len(probes)
 
 
 def _held(entry: _Entry) -> Iterator[list[Any]]:
