@@ -93,8 +93,8 @@ def _equal(a: int, b: int, n: int) -> bool:
 
 def _differing(a: int, b: int, n: int) -> list[int]:
     """Which of the ``n`` addresses at ``a`` and at ``b`` differ, in order: the two runs
-    read as integers and combined by exclusive or, whose non-zero words are those (one
-    operation in C per word found; no item is touched)."""
+    read as integers and combined by exclusive or, whose non-zero words are those (a few
+    operations on the integer per word found; no item is touched)."""
     size = n * _WORD
     x = int.from_bytes(ctypes.string_at(a, size), "little") ^ int.from_bytes(
         ctypes.string_at(b, size), "little"
