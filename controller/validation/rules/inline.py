@@ -457,15 +457,17 @@ class ObjectMemo:
             self._spliced[name] = (out, head, tail, last[1])
         return out
 
-    def _run(self, name: str, keys: Sequence[ContentKey | int]) -> tuple[int, int] | None:
+    def _run(
+        self, name: str, keys: Sequence[ContentKey | int]
+    ) -> tuple[int, int, list[Verdict | None]] | None:
         """The common head and tail ``keys`` share with the latest :meth:`replace`'s keys,
-        when they were spliced from those (:meth:`keys`)."""
+        when they were spliced from those (:meth:`keys`), and that replace's verdicts."""
         spliced, judged = self._spliced.get(name), self._judged.get(name)
         if spliced is None or judged is None or spliced[0] is not keys:
             return None
         if spliced[3] is not judged[0]:
             return None
-        return spliced[1], spliced[2]
+        return spliced[1], spliced[2], judged[1]
 
     def _written(
         self, name: str, keys: Sequence[ContentKey | int], verdicts: Sequence[Verdict | None]
@@ -476,8 +478,7 @@ class ObjectMemo:
         run = self._run(name, keys)
         if run is None or type(verdicts) is not list:
             return None
-        head, tail = run
-        was = self._judged[name][1]
+        head, tail, was = run
         stop, end = len(keys) - tail, len(was) - tail
         changed_head = scattered(was[:head], verdicts[:head], _FEW_CHANGED)
         changed_tail = scattered(was[end:], verdicts[stop:], _FEW_CHANGED)
@@ -496,8 +497,7 @@ class ObjectMemo:
         run = self._run(name, keys)
         if run is None:
             return list(map(verdicts.get, keys))
-        head, tail = run
-        was = self._judged[name][1]
+        head, tail, was = run
         middle = list(map(verdicts.get, keys[head : len(keys) - tail]))
         return was[:head] + middle + (was[len(was) - tail :] if tail else [])
 
