@@ -4,6 +4,8 @@ at its line as E1012, and recorded as a budget (analysis incomplete), without st
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -185,12 +187,19 @@ def _meter(**kw: Any) -> Meter:
     return meter
 
 
-def _loop(meter: Meter, iterable: Any, chars: int) -> list[Any]:
+@contextmanager
+def _metering(meter: Meter) -> Iterator[None]:
+    """``meter`` as the render's, as the renderer sets it."""
     token = current().set(meter)
     try:
-        return list(metered_loop(iterable, chars))
+        yield
     finally:
         current().reset(token)
+
+
+def _loop(meter: Meter, iterable: Any, chars: int) -> list[Any]:
+    with _metering(meter):
+        return list(metered_loop(iterable, chars))
 
 
 @pytest.mark.parametrize("n", [65, 128, 129, 1000, 5000])
@@ -212,13 +221,9 @@ def test_a_long_loop_over_a_container_is_charged_in_chunks(
 def test_a_long_loop_is_refused_before_the_chunk_that_overdraws() -> None:
     meter = _meter(max_chars=100)
     seen: list[object] = []
-    token = current().set(meter)
-    try:
-        with pytest.raises(BudgetExceeded) as caught:
-            for item in metered_loop(list(range(1000)), 1):
-                seen.append(item)
-    finally:
-        current().reset(token)
+    with _metering(meter), pytest.raises(BudgetExceeded) as caught:
+        for item in metered_loop(list(range(1000)), 1):
+            seen.append(item)
     # the first chunk (64 characters) fits; the second (128 in all) does not
     assert seen == list(range(64))
     assert (caught.value.budget, caught.value.used) == ("outputBytes", 128)
@@ -229,15 +234,11 @@ def test_a_long_loop_reads_the_clock_at_every_chunk() -> None:
     within one chunk of 64 items."""
     meter = _meter()
     seen: list[object] = []
-    token = current().set(meter)
-    try:
-        with pytest.raises(BudgetExceeded) as caught:
-            for item in metered_loop(list(range(1000)), 0):
-                seen.append(item)
-                if item == 70:
-                    meter.deadline = 0.0  # past
-    finally:
-        current().reset(token)
+    with _metering(meter), pytest.raises(BudgetExceeded) as caught:
+        for item in metered_loop(list(range(1000)), 0):
+            seen.append(item)
+            if item == 70:
+                meter.deadline = 0.0  # past
     assert caught.value.budget == "renderTime" and seen == list(range(128))
 
 

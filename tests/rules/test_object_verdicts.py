@@ -237,6 +237,33 @@ def _edits() -> Any:
     return st.lists(st.tuples(op, st.integers(0, 40), st.integers(0, 40)), max_size=8)
 
 
+def _edited(
+    objs: list[dict[str, Any]], edits: list[Any], fresh: int, raw: bool = True
+) -> tuple[list[dict[str, Any]], int]:
+    """A new list: ``objs`` after ``edits`` (see :func:`_edits`), new contents numbered from
+    ``fresh`` on; with ``raw``, "bytes" inserts an object without a digest (keyed by its
+    identity), else one of new content. Also the next number."""
+    objs = list(objs)
+    for kind, at, to in edits:
+        fresh += 1
+        i = at % (len(objs) + 1)
+        if kind == "insert" or (kind == "bytes" and not raw):
+            objs.insert(i, {"n": fresh})
+        elif objs and kind == "delete":
+            del objs[i % len(objs)]
+        elif objs and kind == "same":
+            objs[i % len(objs)] = dict(objs[i % len(objs)])
+        elif objs and kind == "new":
+            objs[i % len(objs)] = {"n": fresh}
+        elif objs and kind == "move":
+            objs.insert(to % len(objs), objs.pop(i % len(objs)))
+        elif kind == "rebuild":
+            objs = [dict(o) for o in objs]
+        elif kind == "bytes":
+            objs.insert(i, {"n": b"raw"})  # no digest: keyed by identity
+    return objs, fresh
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_edits(), min_size=1, max_size=6), st.integers(0, 12))
 def test_keys_asked_again_are_the_keys_asked_afresh(rounds: list[Any], size: int) -> None:
@@ -251,24 +278,7 @@ def test_keys_asked_again_are_the_keys_asked_afresh(rounds: list[Any], size: int
         before = memo.keys("c", objs)
         assert memo.keys("c", objs) is before
         kept = list(before)
-        objs = list(objs)
-        for kind, at, to in edits:
-            fresh += 1
-            i = at % (len(objs) + 1)
-            if kind == "insert":
-                objs.insert(i, {"n": fresh})
-            elif objs and kind == "delete":
-                del objs[i % len(objs)]
-            elif objs and kind == "same":
-                objs[i % len(objs)] = dict(objs[i % len(objs)])
-            elif objs and kind == "new":
-                objs[i % len(objs)] = {"n": fresh}
-            elif objs and kind == "move":
-                objs.insert(to % len(objs), objs.pop(i % len(objs)))
-            elif kind == "rebuild":
-                objs = [dict(o) for o in objs]
-            elif kind == "bytes":
-                objs.insert(i, {"n": b"raw"})  # no digest: keyed by identity
+        objs, fresh = _edited(objs, edits, fresh)
         got = memo.keys("c", objs)
         assert got == [content_key(o) or id(o) for o in objs]
         assert before == kept
@@ -287,22 +297,7 @@ def test_verdicts_after_edits_are_those_replaced_for_the_same_content(
     objs: list[dict[str, Any]] = [{"n": k} for k in range(size)]
     fresh = 1000
     for edits in rounds:
-        objs = list(objs)
-        for kind, at, to in edits:
-            fresh += 1
-            i = at % (len(objs) + 1)
-            if kind in ("insert", "bytes"):
-                objs.insert(i, {"n": fresh})
-            elif objs and kind == "delete":
-                del objs[i % len(objs)]
-            elif objs and kind == "same":
-                objs[i % len(objs)] = dict(objs[i % len(objs)])
-            elif objs and kind == "new":
-                objs[i % len(objs)] = {"n": fresh}
-            elif objs and kind == "move":
-                objs.insert(to % len(objs), objs.pop(i % len(objs)))
-            elif kind == "rebuild":
-                objs = [dict(o) for o in objs]
+        objs, fresh = _edited(objs, edits, fresh, raw=False)
         keys = memo.keys("c", objs)
         assert memo.lookup("c", objs, keys) == [truth.get(k) for k in keys]
         assert memo.lookup("c", objs) == [truth.get(k) for k in keys]
