@@ -29,6 +29,11 @@ objects) with the quickstart library. Figures:
   ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
   concurrent burst. ``haproxyCpuMs``: the CPU time of those plain runs (median); on a busy
   machine the wall time is the larger;
+- ``haproxyCheckMs`` / ``haproxyCheckCpuMs``: the same file set checked with the haproxy
+  stage's own argv (``checkPrelude``: with the prelude that spares HAProxy loading the system
+  CA store, see ``controller/validation/haproxy/prelude.py``), plain, empty environment, and
+  ``checkFloorMs``, the floor computed from it: what the burst would take if a proposal cost
+  no more than the check the pipeline runs;
 - ``haproxySandboxedMs`` / ``haproxySandboxedCpuMs``: the same file set checked the way the
   pipeline checks it (the haproxy stage's argv and sandbox policy, through
   ``run_sandboxed``), wall and CPU (medians, alternated with the plain runs), so that the
@@ -87,9 +92,10 @@ from controller.testbed.tls import serving_certs  # noqa: E402
 from controller.triggers import default_engine  # noqa: E402
 from controller.triggers.admission import AdmissionJudge  # noqa: E402
 from controller.validation import Pipeline  # noqa: E402
+from controller.validation.haproxy.prelude import PRELUDE_NAME  # noqa: E402
 from controller.validation.haproxy.stage import HaproxyStage  # noqa: E402
 from controller.validation.rules import pool as rules_pool  # noqa: E402
-from controller.validation.sandbox import run_sandboxed  # noqa: E402
+from controller.validation.sandbox import SANDBOX_DIR, run_sandboxed  # noqa: E402
 
 QUICKSTART = ROOT / "examples" / "quickstart" / "config.yaml"
 
@@ -320,19 +326,34 @@ async def measure(
         path.write_bytes(entry.content)
     assert isinstance(engine.pipeline, Pipeline)
     stage = next(s for s in engine.pipeline.stages if isinstance(s, HaproxyStage))
-    haproxy_ms, haproxy_cpu, sandboxed_ms, sandboxed_cpu = [], [], [], []
+    argv, extra = stage.invocation(render.files)
+    for rel, content in extra.items():
+        (out / rel).write_bytes(content)
+    plain_check = [a.replace(SANDBOX_DIR, str(out)) for a in argv]
+    times: dict[str, tuple[list[float], list[float]]] = {
+        k: ([], []) for k in ("plain", "check", "sandboxed")
+    }
+
+    async def timed(kind: str, run: Callable[[], Any]) -> None:
+        cpu0, t0 = children_seconds(), time.perf_counter()
+        if asyncio.iscoroutine(done := run()):
+            await done
+        times[kind][0].append((time.perf_counter() - t0) * 1000)
+        times[kind][1].append((children_seconds() - cpu0) * 1000)
+
     for _ in range(5):
-        cpu0, t0 = children_seconds(), time.perf_counter()
-        subprocess.run([haproxy, "-c", "-q", "-f", "haproxy.cfg"], cwd=out, check=False,
-                       capture_output=True)  # fmt: skip
-        haproxy_ms.append((time.perf_counter() - t0) * 1000)
-        haproxy_cpu.append((children_seconds() - cpu0) * 1000)
-        cpu0, t0 = children_seconds(), time.perf_counter()
-        await run_sandboxed(stage.argv(), render.files, timeout=stage.timeout, policy=stage.policy)
-        sandboxed_ms.append((time.perf_counter() - t0) * 1000)
-        sandboxed_cpu.append((children_seconds() - cpu0) * 1000)
+        await timed("plain", lambda: subprocess.run(
+            [haproxy, "-c", "-q", "-f", "haproxy.cfg"], cwd=out, check=False, capture_output=True
+        ))  # fmt: skip
+        await timed("check", lambda: subprocess.run(
+            plain_check, cwd=out, env={}, check=False, capture_output=True
+        ))  # fmt: skip
+        await timed("sandboxed", lambda: run_sandboxed(
+            argv, render.files, timeout=stage.timeout, policy=stage.policy, extra_files=extra
+        ))  # fmt: skip
     cores = os.cpu_count() or 1
-    hms = statistics.median(haproxy_ms)
+    hms = statistics.median(times["plain"][0])
+    check_ms = statistics.median(times["check"][0])
     return {
         "ingresses": n,
         "concurrency": concurrency,
@@ -352,11 +373,15 @@ async def measure(
         "unchangedLongestGcMs": round(unchanged_gc, 1),
         "loadAverage": round(os.getloadavg()[0], 2),
         "haproxyMs": round(hms, 1),
-        "haproxyCpuMs": round(statistics.median(haproxy_cpu), 1),
-        "haproxySandboxedMs": round(statistics.median(sandboxed_ms), 1),
-        "haproxySandboxedCpuMs": round(statistics.median(sandboxed_cpu), 1),
+        "haproxyCpuMs": round(statistics.median(times["plain"][1]), 1),
+        "checkPrelude": PRELUDE_NAME in extra,
+        "haproxyCheckMs": round(check_ms, 1),
+        "haproxyCheckCpuMs": round(statistics.median(times["check"][1]), 1),
+        "haproxySandboxedMs": round(statistics.median(times["sandboxed"][0]), 1),
+        "haproxySandboxedCpuMs": round(statistics.median(times["sandboxed"][1]), 1),
         "cores": cores,
         "floorMs": round(concurrency * hms / cores, 1),
+        "checkFloorMs": round(concurrency * check_ms / cores, 1),
         "concurrentCpuMsPerProposal": round(burst_cpu * 1000 / concurrency, 1),
         # its parts: this process (the controller, and the bench's HTTPS client beside it),
         # its children (the sandboxed haproxy -c, forked rule batches), the rules worker

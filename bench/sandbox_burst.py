@@ -34,7 +34,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +113,15 @@ async def _plain(argv: list[str], cwd: str, runs: int) -> None:
     await asyncio.gather(*(one() for _ in range(runs)))
 
 
-async def _sandboxed(argv: list[str], files: FileSet, policy: SandboxPolicy, runs: int) -> None:
+async def _sandboxed(
+    argv: list[str],
+    files: FileSet,
+    policy: SandboxPolicy,
+    runs: int,
+    extra: Mapping[str, bytes] | None = None,
+) -> None:
     async def one() -> None:  # run_sandboxed's own semaphore: the CPUs this process may use
-        result = await run_sandboxed(argv, files, timeout=10.0, policy=policy)
+        result = await run_sandboxed(argv, files, timeout=10.0, policy=policy, extra_files=extra)
         if result.returncode != 0:
             raise RuntimeError(f"{argv} failed: {result.stderr[-300:]}")
 
@@ -162,6 +168,8 @@ async def main_async(haproxy: str, n: int, runs: int, rounds: int) -> dict[str, 
     if not spawner.start_helper(10.0):
         raise RuntimeError("the spawn helper did not start")
     pol = stage.policy
+    stage.warm_up()
+    check_argv, check_extra = stage.invocation(files)
     tiny = FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, b"global\n")])
     version = [haproxy, "-v"]
     layers = {
@@ -175,7 +183,7 @@ async def main_async(haproxy: str, n: int, runs: int, rounds: int) -> dict[str, 
     }
     modes: dict[str, Callable[[], Awaitable[None]]] = {
         "plain": lambda: _plain([haproxy, "-c", "-q", "-f", "haproxy.cfg"], out, runs),
-        "sandboxed": lambda: _sandboxed(stage.argv(), files, pol, runs),
+        "sandboxed": lambda: _sandboxed(check_argv, files, pol, runs, check_extra),
         "version-plain": lambda: _plain(version, out, runs),
     }
     for name, policy in layers.items():

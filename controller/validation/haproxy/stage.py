@@ -10,19 +10,28 @@ Flags: ``-c`` without ``-q`` (``-q`` silences the very messages we map), ``-C <d
 relative paths resolve against the deploy layout, and ``-dr`` (on by default) because the
 sandbox has no network: server names cannot resolve there, and without it every hostname
 would fail the check although it may well resolve where HAProxy runs. ``-dD`` (diagnostic
-mode) is optional.
+mode) is optional. A fixed prelude file comes first where it is known not to change the
+verdict (:mod:`.prelude`: it spares HAProxy loading the system CA store for its HTTP client).
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from controller.diagnostics import Diagnostic, Location, Phase, RuleId, make
 from controller.render import MAIN_CONFIG, FileSet, SourceMap
 from controller.validation.haproxy.binary import HaproxyBinary
 from controller.validation.haproxy.locate import locate
 from controller.validation.haproxy.messages import Level, Message, parse_output
+from controller.validation.haproxy.prelude import (
+    PRELUDE,
+    PRELUDE_ID,
+    PRELUDE_NAME,
+    applies,
+    usable,
+)
 from controller.validation.haproxy.sandboxed import sandbox_note
 from controller.validation.redact import Redactor
 from controller.validation.report import BudgetExhaustion
@@ -73,25 +82,39 @@ class HaproxyStage(Stage):
         self.flags: tuple[str, ...] = tuple(
             (["-dr"] if ignore_resolution_failures else []) + (["-dD"] if diagnostic_mode else [])
         )
+        self._prelude: bool | None = None
+        """Whether this binary checks the same with the prelude; probed on first need."""
 
     def fingerprint(self) -> str:
         return (
             f"haproxy={self.binary.fingerprint()};timeout={self.timeout:g};"
-            f"flags={' '.join(self.flags)};sandbox={self.policy.fingerprint()}"
+            f"flags={' '.join(self.flags)};sandbox={self.policy.fingerprint()};"
+            f"prelude={PRELUDE_ID}"
         )
 
     def warm_up(self) -> None:
-        """Probe the sandbox's isolation now: the probe spawns trial processes, which the
-        first candidate would otherwise wait for."""
+        """Probe the sandbox's isolation and whether the prelude fits this binary now: both
+        spawn trial processes, which the first candidate would otherwise wait for."""
         isolation_for(self.policy)
+        self._prelude = usable(self.binary, self.flags)
 
-    def argv(self) -> list[str]:
-        return [self.binary.path, "-c", "-C", SANDBOX_DIR, "-f", MAIN_CONFIG, *self.flags]
+    def invocation(self, files: FileSet) -> tuple[list[str], Mapping[str, bytes]]:
+        """The argv and the extra files of the check of ``files``; call :meth:`warm_up` or
+        :meth:`run` first, or the check runs without the prelude."""
+        argv = [self.binary.path, "-c", "-C", SANDBOX_DIR]
+        if self._prelude and applies(files):
+            return [*argv, "-f", PRELUDE_NAME, "-f", MAIN_CONFIG, *self.flags], {
+                PRELUDE_NAME: PRELUDE
+            }
+        return [*argv, "-f", MAIN_CONFIG, *self.flags], {}
 
     async def run(self, ctx: StageContext) -> StageOutcome:
+        if self._prelude is None:
+            self._prelude = await asyncio.to_thread(usable, self.binary, self.flags)
+        argv, extra = self.invocation(ctx.files)
         try:
             result = await run_sandboxed(
-                self.argv(), ctx.files, timeout=self.timeout, policy=self.policy
+                argv, ctx.files, timeout=self.timeout, policy=self.policy, extra_files=extra
             )
         except SandboxError as exc:
             return StageOutcome([make("E4012", Phase.HAPROXY, str(exc))])
