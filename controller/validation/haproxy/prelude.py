@@ -44,8 +44,12 @@ PRELUDE = b"global\n    httpclient.ssl.verify none\n"
 PRELUDE_ID = hashlib.sha256(PRELUDE).hexdigest()[:12]
 """Part of the stage's fingerprint: what the check is given besides the candidate."""
 
-_SPELLED = (b"httpclient", b"setenv")
-"""Any of these in the main configuration, and the check runs without the prelude."""
+_SPELLED = (b"pclie", b"tenv")
+"""Any of these in the main configuration, and the check runs without the prelude: parts of
+``httpclient`` and of ``setenv`` (and ``presetenv``, ``resetenv``, ``unsetenv``). The short
+forms find every such word and are three times faster to look for than the words (0.75
+against 2.35 ms for 2.5 MB here: the search skips ahead by the needle's last byte, and a
+configuration is full of ``http``); a word that merely contains one only costs the prelude."""
 
 _PROBE = b"""\
 defaults

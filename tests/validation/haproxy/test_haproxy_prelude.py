@@ -36,6 +36,8 @@ def _files(config: str | bytes) -> FileSet:
         "    httpclient.resolvers.disabled on",
         "    setenv HC verify",
         "    presetenv HC verify",
+        "    resetenv HOME",
+        "    unsetenv HC",
         "    # a comment naming httpclient counts too: no parsing, only the bytes",
     ],
 )
