@@ -284,6 +284,11 @@ class Renderer:
         """The outputs some other output reads (``outputs[...]``)."""
         self._judged: dict[str, _Judged] = {}
         """Each output's ``when`` as the latest render evaluated it."""
+        self._when_false = {
+            name: OutputStatus(name, d.path, "skipped", "`when` is false")
+            for name, d in self.outputs.items()
+        }
+        """One status per output for a false `when` (immutable, so shared by every render)."""
         self._inputs: tuple[dict[str, Any], dict[str, Any]] | None = None
         weakref.finalize(self, _forget, self._loader, env).atexit = False
 
@@ -586,31 +591,31 @@ class Renderer:
                     diags.append(self._blocked(name, out_of_budget))
                     statuses[name] = OutputStatus(name, d.path, "blocked", out_of_budget)
                     continue
-                deps = self.graph.dependencies.get(name, frozenset())
-                bad = sorted(x for x in deps if x in root)
-                if bad:
+                deps = self.graph.dependencies.get(name, _NO_DEPS)
+                if root and not deps.isdisjoint(root):
+                    bad = sorted(x for x in deps if x in root)
                     root[name] = root[bad[0]]
                     diags.append(self._blocked(name, root[name], via=bad[0]))
                     statuses[name] = OutputStatus(name, d.path, "blocked", root[name])
                     continue
-                ctx = dict(base)
-                ctx["outputs"] = Outputs(
-                    {x: rendered[x] for x in deps if x in rendered}, frozenset(deps & skipped)
-                )
                 compiled = self._compiled[name]
-                dep_texts = tuple((x, rendered[x].content) for x in sorted(deps & rendered.keys()))
+                # Its parts built on first need: an output whose `when` is kept (a quickstart
+                # has 320 such slots, every one of them checked on every render) needs none.
+                ctx = _Context(
+                    base, deps, frozenset(deps & skipped) if skipped else _NO_DEPS, rendered
+                )
                 meter.start()
                 try:
                     if compiled.when is not None:
                         judged = self._judged.get(name)
                         verdict: bool | Diagnostic
                         if judged is not None and self._unchanged(
-                            judged.basis, ctx, dep_texts, view, resources, compared
+                            judged.basis, ctx, view, resources, compared
                         ):
                             verdict = judged.verdict
                         else:
                             ran = True
-                            verdict = self._evaluate_when(d, compiled.when, ctx, dep_texts)
+                            verdict = self._evaluate_when(d, compiled.when, ctx)
                         if isinstance(verdict, Diagnostic):
                             diags.append(verdict)
                             root[name] = f"{name}: {verdict.rule_id} {verdict.message}"
@@ -618,16 +623,14 @@ class Renderer:
                             continue
                         if not verdict:
                             skipped.add(name)
-                            statuses[name] = OutputStatus(
-                                name, d.path, "skipped", "`when` is false"
-                            )
+                            statuses[name] = self._when_false[name]
                             continue
                     template = compiled.template
                     if template is None:  # cannot happen: outputs that did not compile failed
                         continue
                     kept = self._memo.get(name)
                     if kept is not None and not self._unchanged(
-                        kept.basis, ctx, dep_texts, view, resources, compared
+                        kept.basis, ctx, view, resources, compared
                     ):
                         kept = None
                     if kept is not None:
@@ -643,7 +646,9 @@ class Renderer:
                         recording = _RECORDER.set(recorder)
                         before = meter.used_chars
                         try:
-                            pieces = list(template.root_render_func(template.new_context(ctx)))
+                            pieces = list(
+                                template.root_render_func(template.new_context(ctx.full()))
+                            )
                         finally:
                             _RECORDER.reset(recording)
                         # Checked before joining: the join itself would allocate the whole text.
@@ -657,7 +662,7 @@ class Renderer:
                             out if name in self._read or not text.isascii() else None,
                             pieces,
                             content,
-                            _basis(recorder, ctx, dep_texts, before),
+                            _basis(recorder, ctx, before),
                         )
                 except BudgetExceeded as exc:
                     diag = render_error(exc, output_path=d.path, fallback_template=name)
@@ -724,8 +729,7 @@ class Renderer:
     def _unchanged(
         self,
         basis: _Basis,
-        ctx: dict[str, Any],
-        dep_texts: tuple[tuple[str, str], ...],
+        ctx: _Context,
         view: StoreView,
         resources: Resources,
         compared: dict[tuple[int, int], bool],
@@ -737,19 +741,18 @@ class Renderer:
         ``compared``: pairs of dependency texts this render compared already (by identity;
         both are alive while it runs). Sixty proxy-ssl slots read haproxy.cfg, 2.6 MB at
         10,000 Ingresses: compared once, not sixty times."""
-        outputs: Outputs = ctx["outputs"]
+        base = ctx.base
         if (
-            _reads_tainted(basis, resources)
-            or basis.http is not ctx["http"]
-            or basis.extra is not ctx["extraContext"]
-            or basis.skipped != outputs._skipped
-            or len(basis.deps) != len(dep_texts)
-            or any(
-                a[0] != b[0] or not _same_text(a[1], b[1], compared)
-                for a, b in zip(basis.deps, dep_texts, strict=True)
+            (basis.modules and _reads_tainted(basis, resources))
+            or basis.http is not base["http"]
+            or basis.extra is not base["extraContext"]
+            or basis.skipped != ctx.skipped
+            or not ctx.same_texts(basis.deps, compared)
+            or ((basis.reads or basis.tokens) and not unchanged(view, basis.reads, basis.tokens))
+            or (
+                basis.used
+                and not all(self._module_now(m, ctx.full()) is module for m, module in basis.used)
             )
-            or not unchanged(view, basis.reads, basis.tokens)
-            or not all(self._module_now(m, ctx) is module for m, module in basis.used)
         ):
             return False
         meter = _METER.get()
@@ -786,8 +789,7 @@ class Renderer:
         self,
         d: OutputDef,
         when: Template,
-        ctx: dict[str, Any],
-        dep_texts: tuple[tuple[str, str], ...],
+        ctx: _Context,
     ) -> bool | Diagnostic:
         """The verdict of ``d``'s ``when``, remembered with what it read; a failure is E1009
         and is never remembered."""
@@ -798,13 +800,13 @@ class Renderer:
         recording = _RECORDER.set(recorder)
         try:
             try:
-                context = when.new_context(ctx)
+                context = when.new_context(ctx.full())
                 for _ in when.root_render_func(context):
                     pass
                 verdict = bool(context.vars["result"])
             finally:
                 _RECORDER.reset(recording)
-            self._judged[d.name] = _Judged(verdict, _basis(recorder, ctx, dep_texts, before))
+            self._judged[d.name] = _Judged(verdict, _basis(recorder, ctx, before))
             return verdict
         except BudgetExceeded:
             raise  # the render stops; _render reports it
@@ -866,19 +868,66 @@ def _lookup_names(tree: nodes.Template) -> frozenset[str]:
         return frozenset()
 
 
-def _basis(
-    recorder: Recorder, ctx: dict[str, Any], deps: tuple[tuple[str, str], ...], before: int
-) -> _Basis:
+_NO_DEPS: frozenset[str] = frozenset()
+
+
+class _Context:
+    """One output's template context, made into the dict a template runs with only when
+    something runs: whether a kept output or ``when`` is still valid needs just the parts
+    its basis compares (the render-wide values and which dependencies were skipped)."""
+
+    __slots__ = ("_full", "base", "deps", "rendered", "skipped")
+
+    def __init__(
+        self,
+        base: dict[str, Any],
+        deps: frozenset[str],
+        skipped: frozenset[str],
+        rendered: dict[str, RenderedOutput],
+    ) -> None:
+        self.base = base
+        self.deps = deps
+        self.skipped = skipped
+        self.rendered = rendered
+        self._full: dict[str, Any] | None = None
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        """(name, text) of every dependency that rendered, by name: what a basis records."""
+        rendered = self.rendered
+        return tuple((x, rendered[x].content) for x in sorted(self.deps & rendered.keys()))
+
+    def same_texts(
+        self, deps: tuple[tuple[str, str], ...], compared: dict[tuple[int, int], bool]
+    ) -> bool:
+        """Are the dependencies that rendered now exactly ``deps``, with the same texts?"""
+        rendered = self.rendered
+        for name, text in deps:
+            out = rendered.get(name)
+            if out is None or not _same_text(text, out.content, compared):
+                return False
+        return len(deps) == sum(1 for x in self.deps if x in rendered)
+
+    def full(self) -> dict[str, Any]:
+        if self._full is None:
+            rendered = self.rendered
+            self._full = ctx = dict(self.base)
+            ctx["outputs"] = Outputs(
+                {x: rendered[x] for x in self.deps if x in rendered}, self.skipped
+            )
+        return self._full
+
+
+def _basis(recorder: Recorder, ctx: _Context, before: int) -> _Basis:
     """What an evaluation that started when the size budget had ``before`` characters used,
     and recorded into ``recorder``, read."""
     meter = _METER.get()
     used = meter.used_chars if meter is not None else before
     return _Basis(
         tuple(recorder.reads),
-        deps,
-        ctx["outputs"]._skipped,
-        ctx["http"],
-        ctx["extraContext"],
+        ctx.texts(),
+        ctx.skipped,
+        ctx.base["http"],
+        ctx.base["extraContext"],
         used - before - recorder.module_chars,
         tuple(recorder.modules.items()),
         tuple(recorder.used.items()),

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.render import Renderer, listmemo
+from controller.render import renderer as renderer_module
 from controller.render.snippets import SnippetTemplate
 from controller.resources import Store, collections_for
 from controller.spec.loader import load_config
@@ -550,6 +551,32 @@ def test_a_when_is_evaluated_again_only_when_what_it_read_changed() -> None:
     view = store.snapshot()
     result = r.render(view)
     assert r._judged["tls-00.pem"] is not judged["tls-00.pem"]
+    assert signature(result) == signature(Renderer(spec).render(view))
+
+
+def test_a_kept_when_builds_no_template_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checking that a `when` still holds compares what it read; the dict a template would
+    run with is made only for what runs. After one EndpointSlice change, the quickstart's
+    320 certificate slots are kept without one: contexts are made for the few outputs whose
+    reads changed, not for every output."""
+    spec = _quickstart()
+    store = _quickstart_store(spec)
+    r = Renderer(spec)
+    r.render(store.snapshot())
+    built: list[str] = []
+    full = renderer_module._Context.full
+
+    def counted(ctx: renderer_module._Context) -> dict[str, Any]:
+        built.append(",".join(sorted(ctx.deps)))
+        return full(ctx)
+
+    monkeypatch.setattr(renderer_module._Context, "full", counted)
+    store.apply("endpointslices", _slice(1, 7))
+    view = store.snapshot()
+    result = r.render(view)
+    slots = [n for n, st in result.outputs.items() if n.startswith("tls-")]
+    assert len(slots) == 256 and all(result.outputs[n].state == "skipped" for n in slots)
+    assert 0 < len(built) < 20, built
     assert signature(result) == signature(Renderer(spec).render(view))
 
 
