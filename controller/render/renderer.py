@@ -591,7 +591,7 @@ class Renderer:
                     diags.append(self._blocked(name, out_of_budget))
                     statuses[name] = OutputStatus(name, d.path, "blocked", out_of_budget)
                     continue
-                deps = self.graph.dependencies.get(name, _NO_DEPS)
+                deps = self.graph.dependencies.get(name, _EMPTY)
                 if root and not deps.isdisjoint(root):
                     bad = sorted(x for x in deps if x in root)
                     root[name] = root[bad[0]]
@@ -602,7 +602,7 @@ class Renderer:
                 # Its parts built on first need: an output whose `when` is kept (a quickstart
                 # has 320 such slots, every one of them checked on every render) needs none.
                 ctx = _Context(
-                    base, deps, frozenset(deps & skipped) if skipped else _NO_DEPS, rendered
+                    base, deps, frozenset(deps & skipped) if skipped else _EMPTY, rendered
                 )
                 meter.start()
                 try:
@@ -868,7 +868,8 @@ def _lookup_names(tree: nodes.Template) -> frozenset[str]:
         return frozenset()
 
 
-_NO_DEPS: frozenset[str] = frozenset()
+_EMPTY: frozenset[str] = frozenset()
+"""No dependencies, or none of them skipped."""
 
 
 class _Context:

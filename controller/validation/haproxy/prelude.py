@@ -2,7 +2,7 @@
 
 While it starts, HAProxy builds its internal HTTP client (used at run time by Lua and the
 master CLI), and under the default ``httpclient.ssl.verify required`` it loads the system's
-whole CA store for it: on Debian about 150 PEM files, 20-25 ms of CPU in every ``haproxy -c``
+whole CA store for it: on Debian 146 PEM files, about 25 ms of CPU in every ``haproxy -c``
 of its 2.6 build, a third of the check of a 1,000-Ingress configuration. No verdict depends on
 that load. Unless the configuration sets one of the ``httpclient.*`` options itself, HAProxy
 treats a store that does not load as "no TLS for the HTTP client" and says nothing (checked

@@ -166,10 +166,14 @@ class HaproxyVerdict:
 
 
 def run_haproxy(
-    binary: str, config: bytes, files: Mapping[str, bytes] | None = None
+    binary: str,
+    config: bytes,
+    files: Mapping[str, bytes] | None = None,
+    first: tuple[str, bytes] | None = None,
 ) -> HaproxyVerdict:
     """``haproxy -c`` the way the sandbox runs it: cwd and ``-C`` in a fresh directory laid
-    out like the deploy directory, and an empty environment."""
+    out like the deploy directory, and an empty environment. ``first``: a file (name,
+    content) given to HAProxy before ``haproxy.cfg``, as the stage gives its prelude."""
     files = aux_files() if files is None else files
     with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
         root = Path(tmp)
@@ -178,8 +182,12 @@ def run_haproxy(
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+        before: list[str] = []
+        if first is not None:
+            (root / first[0]).write_bytes(first[1])
+            before = ["-f", first[0]]
         proc = subprocess.run(
-            [binary, "-c", "-f", "haproxy.cfg", "-C", str(root)],
+            [binary, "-c", *before, "-f", "haproxy.cfg", "-C", str(root)],
             cwd=root,
             env={},
             capture_output=True,
