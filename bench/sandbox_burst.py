@@ -168,7 +168,6 @@ async def main_async(haproxy: str, n: int, runs: int, rounds: int) -> dict[str, 
     if not spawner.start_helper(10.0):
         raise RuntimeError("the spawn helper did not start")
     pol = stage.policy
-    stage.warm_up()
     check_argv, check_extra = stage.invocation(files)
     tiny = FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, b"global\n")])
     version = [haproxy, "-v"]

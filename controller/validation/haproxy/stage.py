@@ -16,7 +16,6 @@ verdict (:mod:`.prelude`: it spares HAProxy loading the system CA store for its 
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Callable, Mapping
 
@@ -82,8 +81,10 @@ class HaproxyStage(Stage):
         self.flags: tuple[str, ...] = tuple(
             (["-dr"] if ignore_resolution_failures else []) + (["-dD"] if diagnostic_mode else [])
         )
-        self._prelude: bool | None = None
-        """Whether this binary checks the same with the prelude; probed on first need."""
+        self._prelude = usable(binary, self.flags)
+        """Whether this binary checks the same with the prelude: a property of the binary,
+        probed once per binary and flags as its version is (here, not on a candidate's first
+        check, where a cancelled check could not stop the probe's processes)."""
 
     def fingerprint(self) -> str:
         return (
@@ -93,14 +94,12 @@ class HaproxyStage(Stage):
         )
 
     def warm_up(self) -> None:
-        """Probe the sandbox's isolation and whether the prelude fits this binary now: both
-        spawn trial processes, which the first candidate would otherwise wait for."""
+        """Probe the sandbox's isolation now: the probe spawns trial processes, which the
+        first candidate would otherwise wait for."""
         isolation_for(self.policy)
-        self._prelude = usable(self.binary, self.flags)
 
     def invocation(self, files: FileSet) -> tuple[list[str], Mapping[str, bytes]]:
-        """The argv and the extra files of the check of ``files``; call :meth:`warm_up` or
-        :meth:`run` first, or the check runs without the prelude."""
+        """The argv and the extra files of the check of ``files``."""
         argv = [self.binary.path, "-c", "-C", SANDBOX_DIR]
         if self._prelude and applies(files):
             return [*argv, "-f", PRELUDE_NAME, "-f", MAIN_CONFIG, *self.flags], {
@@ -109,8 +108,6 @@ class HaproxyStage(Stage):
         return [*argv, "-f", MAIN_CONFIG, *self.flags], {}
 
     async def run(self, ctx: StageContext) -> StageOutcome:
-        if self._prelude is None:
-            self._prelude = await asyncio.to_thread(usable, self.binary, self.flags)
         argv, extra = self.invocation(ctx.files)
         try:
             result = await run_sandboxed(

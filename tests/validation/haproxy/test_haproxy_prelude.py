@@ -70,9 +70,7 @@ def test_a_binary_that_refuses_the_prelude_checks_without_it(tmp_path: Path) -> 
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     binary = HaproxyBinary(path=str(script), version="2.6.0", family="2.6", build="stand-in")
     assert not usable(binary, ("-dr",))
-    stage = HaproxyStage(binary, 5.0)
-    stage.warm_up()
-    argv, extra = stage.invocation(_files(VALID))
+    argv, extra = HaproxyStage(binary, 5.0).invocation(_files(VALID))
     assert PRELUDE_NAME not in argv and not extra
 
 
