@@ -51,16 +51,24 @@ async def test_timeout_kills_the_whole_process_group() -> None:
     assert _alive_with(f"sleep {marker}") == []
 
 
+async def leave_a_sleeper(
+    marker: str, policy: SandboxPolicy = TOOLS, before: str = ""
+) -> sandbox.SandboxResult:
+    """A sandboxed shell that runs ``before``, then leaves ``sleep MARKER`` behind in a
+    session of its own and exits."""
+    return await run_sandboxed(
+        ["/bin/sh", "-c", f"{before}setsid sleep {marker} </dev/null >/dev/null 2>&1 & exit 0"],
+        FileSet(),
+        timeout=5,
+        policy=policy,
+    )
+
+
 async def test_a_process_that_leaves_the_session_is_killed_too() -> None:
     if not isolation_for(TOOLS).privilege_drop:
         pytest.skip("needs the per-run uid (controller not running as root)")
     marker = f"{70 + secrets.randbelow(1000) / 1000:.3f}"
-    res = await run_sandboxed(
-        ["/bin/sh", "-c", f"setsid sleep {marker} </dev/null >/dev/null 2>&1 & exit 0"],
-        FileSet(),
-        timeout=5,
-        policy=TOOLS,
-    )
+    res = await leave_a_sleeper(marker)
     assert res.returncode == 0 and not res.timed_out
     assert _alive_with(f"sleep {marker}") == []
 

@@ -10,7 +10,9 @@ check what is particular to the helper.
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import signal
 import time
 from collections.abc import Iterator
@@ -35,6 +37,8 @@ from tests.security.test_sandbox_escape import (  # noqa: F401 - run again, thro
     test_only_the_sandbox_directory_is_visible,
 )
 from tests.security.test_sandbox_limits import (  # noqa: F401 - run again, through the helper
+    _alive_with,
+    leave_a_sleeper,
     listener,
     test_a_child_killed_before_it_made_its_own_session_dies,
     test_a_process_that_leaves_the_session_is_killed_too,
@@ -131,3 +135,52 @@ def test_a_small_process_starts_no_helper() -> None:
     for fd in (child.stdout, child.stderr, child.status):
         os.close(fd)
     assert spawner.helper_pid() is None
+
+
+async def test_a_run_with_namespaces_is_the_init_of_its_own_pid_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the program leaves behind, even in a session of its own, ends with it: no sweep
+    of the host's processes is needed (and none is made) after such a run."""
+    from controller.validation.sandbox import isolation_for, run
+
+    if not isolation_for(TOOLS).namespaces:
+        pytest.skip("needs namespaces (root with CAP_SYS_ADMIN)")
+    swept: list[int] = []
+    real = run._leftovers
+
+    def spy(session: int, uid: int | None) -> list[int]:
+        swept.append(session)
+        return real(session, uid)
+
+    monkeypatch.setattr(run, "_leftovers", spy)
+    marker = f"{90 + secrets.randbelow(1000) / 1000:.3f}"
+    res = await leave_a_sleeper(marker, before="echo $$; ")
+    assert (res.returncode, res.stdout) == (0, "1\n")
+    assert _alive_with(f"sleep {marker}") == []
+    assert swept == []
+    # Without the namespaces the same run is swept, and still leaves nothing.
+    res = await leave_a_sleeper(marker, SandboxPolicy(exec_system=True, namespaces=False))
+    assert res.returncode == 0 and len(swept) >= 1
+    assert _alive_with(f"sleep {marker}") == []
+
+
+def test_a_host_that_refuses_pid_namespaces_gets_a_plain_fork() -> None:
+    calls: list[int] = []
+
+    def refusing(extra: int) -> int:
+        calls.append(extra)
+        return -errno.EPERM if extra else 4242
+
+    def allowing(extra: int) -> int:
+        calls.append(extra)
+        return 77
+
+    assert spawner.fork_child(refusing, pid_namespace=True) == (4242, False)
+    assert calls == [spawner._CLONE_NEWPID, 0]
+    calls.clear()
+    assert spawner.fork_child(allowing, pid_namespace=True) == (77, True)
+    assert calls == [spawner._CLONE_NEWPID]
+    calls.clear()
+    assert spawner.fork_child(allowing, pid_namespace=False) == (77, False)
+    assert calls == [0]

@@ -40,6 +40,9 @@ class Spawned:
     stdout: int
     stderr: int
     status: int
+    own_pid_namespace: bool = False
+    """The program is the init of a PID namespace of its own (see ``spawner.fork_child``):
+    whatever it leaves behind ends with it."""
 
 
 def spawn(argv: Sequence[str], workdir: str, plan: Plan) -> Spawned:
@@ -56,11 +59,13 @@ def spawn(argv: Sequence[str], workdir: str, plan: Plan) -> Spawned:
         fds += [st_r, st_w]
         program = os.fsencode(argv[0])
         args = [os.fsencode(a) for a in argv]
-        pid = request_fork(program, args, workdir, plan, (devnull, out_w, err_w, st_w))
-        if pid is None:
-            pid = os.fork()
+        forked = request_fork(program, args, workdir, plan, (devnull, out_w, err_w, st_w))
+        if forked is None:
+            pid, own_namespace = os.fork(), False
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
                 _child(program, args, workdir, plan, devnull, out_w, err_w, st_w)
+        else:
+            pid, own_namespace = forked
     except BaseException:
         for fd in fds:
             with contextlib.suppress(OSError):
@@ -71,7 +76,7 @@ def spawn(argv: Sequence[str], workdir: str, plan: Plan) -> Spawned:
     # Read once the child is gone, when its message (if any) is already in the pipe: never
     # wait there for another process that inherited the write end meanwhile.
     os.set_blocking(st_r, False)
-    return Spawned(pid=pid, stdout=out_r, stderr=err_r, status=st_r)
+    return Spawned(pid, out_r, err_r, st_r, own_namespace)
 
 
 def _child(

@@ -45,11 +45,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from controller.validation.sandbox.plan import Plan
 
-__all__ = ["MIN_RSS", "helper_pid", "request_fork", "serve", "set_mode", "start_helper"]
+__all__ = [
+    "MIN_RSS",
+    "fork_child",
+    "helper_pid",
+    "request_fork",
+    "serve",
+    "set_mode",
+    "start_helper",
+]
 
 #: Below this resident size a fork is cheap (3 ms at 69 MB): no helper is started.
 MIN_RSS = 150 * 1024 * 1024
@@ -57,6 +66,9 @@ MIN_RSS = 150 * 1024 * 1024
 _ANSWER_TIMEOUT = 5.0
 _MAX_REQUEST = 1 << 20
 _CLONE_PARENT = 0x00008000
+_CLONE_NEWPID = 0x20000000
+#: The helper's answer: the pid (or minus the errno) and whether it has its own PID namespace.
+_ANSWER = struct.Struct("qq")
 #: ``clone`` on the architectures where its first argument is the flags and the stack may be
 #: null (then the child runs on a copy of the caller's stack, as after ``fork``).
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}
@@ -102,10 +114,11 @@ def helper_pid() -> int | None:
 
 def request_fork(
     program: bytes, args: list[bytes], workdir: str, plan: Plan, fds: tuple[int, int, int, int]
-) -> int | None:
+) -> tuple[int, bool] | None:
     """The pid of a child of this process that the helper forked to run ``spawn._child``
-    with these arguments and descriptors (stdin, stdout, stderr, exec status), or None when
-    the caller must fork itself (no helper wanted, not ready yet, or failed)."""
+    with these arguments and descriptors (stdin, stdout, stderr, exec status), and whether
+    it is in a PID namespace of its own (``plan.pid_namespace``, where the host allows it);
+    or None when the caller must fork itself (no helper wanted, not ready yet, or failed)."""
     if _mode == "never" or os.uname().machine not in _SYS_CLONE:
         return None
     if _mode == "auto" and not _HELPER.ready and _rss() < MIN_RSS:
@@ -151,7 +164,7 @@ class _Helper:
         self.ready = False
         self.lock = threading.Lock()
 
-    def fork(self, request: _Request) -> int | None:
+    def fork(self, request: _Request) -> tuple[int, bool] | None:
         with self.lock:
             if self.broken:
                 return None
@@ -205,7 +218,7 @@ class _Helper:
         workdir: str,
         plan: Plan,
         fds: tuple[int, int, int, int],
-    ) -> int:
+    ) -> tuple[int, bool]:
         assert self.sock is not None
         sent = dataclasses.replace(plan, ruleset_fd=-1)  # the descriptor travels as one
         payload = pickle.dumps((program, args, workdir, sent), protocol=pickle.HIGHEST_PROTOCOL)
@@ -214,13 +227,13 @@ class _Helper:
         readable, _, _ = select.select([self.sock], [], [], _ANSWER_TIMEOUT)
         if not readable:
             raise OSError("no answer in time")
-        answer = self.sock.recv(16)
-        if len(answer) != 8:
+        answer = self.sock.recv(_ANSWER.size)
+        if len(answer) != _ANSWER.size:
             raise OSError("it is gone")
-        (pid,) = struct.unpack("q", answer)
+        pid, own_namespace = _ANSWER.unpack(answer)
         if pid <= 0:
             raise OSError(-pid, os.strerror(-pid))
-        return int(pid)
+        return int(pid), bool(own_namespace)
 
     def _fail(self, why: str) -> None:
         from controller.observability import get_logger  # not in the helper's imports
@@ -274,6 +287,13 @@ def serve(fd: int) -> None:  # pragma: no cover - runs in the helper process
     syscall.restype = ctypes.c_long
     number = _SYS_CLONE[os.uname().machine]
     flags = _CLONE_PARENT | signal.SIGCHLD
+
+    def clone(extra: int) -> int:
+        pid = int(
+            syscall(ctypes.c_long(number), ctypes.c_long(flags | extra), None, None, None, None)
+        )
+        return pid if pid >= 0 else -(ctypes.get_errno() or 1)
+
     sock = socket.socket(fileno=fd)
     sock.send(b"R")
     while True:
@@ -293,13 +313,29 @@ def serve(fd: int) -> None:  # pragma: no cover - runs in the helper process
                 raise ValueError("wrong number of descriptors")
             if len(fds) == 5:
                 plan.ruleset_fd = fds[4]
-            pid = syscall(ctypes.c_long(number), ctypes.c_long(flags), None, None, None, None)
+            pid, own_namespace = fork_child(clone, plan.pid_namespace)
             if pid == 0:
                 _child(program, args, workdir, plan, fds[0], fds[1], fds[2], fds[3])
-            answer = pid if pid > 0 else -ctypes.get_errno() or -1
+            answer = pid
         except Exception:
-            answer = -22  # EINVAL: a request this helper cannot read
+            answer, own_namespace = -22, False  # EINVAL: a request this helper cannot read
         for passed in fds:
             with contextlib.suppress(OSError):
                 os.close(passed)
-        sock.send(struct.pack("q", answer))
+        sock.send(_ANSWER.pack(answer, own_namespace))
+
+
+def fork_child(clone: Callable[[int], int], pid_namespace: bool) -> tuple[int, bool]:
+    """Fork through ``clone`` (which takes the extra flags and returns the pid, 0 in the
+    child, or minus the errno), into a new PID namespace when ``pid_namespace`` asks for one
+    and the host allows it; the result and whether the child got that namespace.
+
+    In its own PID namespace the program is the init: when it exits, the kernel kills every
+    process it left there before the exit is reported, so the controller has nothing to look
+    for afterwards. A host that refuses new PID namespaces (a seccomp profile, a nested
+    container, the per-user limit) gets a plain fork, and the run is swept as one without."""
+    if pid_namespace:
+        pid = clone(_CLONE_NEWPID)
+        if pid >= 0:
+            return pid, True
+    return clone(0), False
