@@ -14,6 +14,7 @@ import errno
 import os
 import secrets
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +63,7 @@ from tests.security.test_sandbox_spawn import (  # noqa: F401 - run again, throu
 pytestmark = pytest.mark.haproxy
 
 TOOLS = SandboxPolicy(exec_system=True)
+INIT = SandboxPolicy(exec_system=True, pid_namespace=True)
 
 
 @pytest.fixture(autouse=True)
@@ -137,11 +139,12 @@ def test_a_small_process_starts_no_helper() -> None:
     assert spawner.helper_pid() is None
 
 
-async def test_a_run_with_namespaces_is_the_init_of_its_own_pid_namespace(
+async def test_a_run_that_asks_for_it_is_the_init_of_its_own_pid_namespace(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What the program leaves behind, even in a session of its own, ends with it: no sweep
-    of the host's processes is needed (and none is made) after such a run."""
+    of the host's processes is needed (and none is made) after such a run. A policy that
+    does not ask for it (an external validator's) is swept, and still leaves nothing."""
     from controller.validation.sandbox import isolation_for, run
 
     if not isolation_for(TOOLS).namespaces:
@@ -155,14 +158,40 @@ async def test_a_run_with_namespaces_is_the_init_of_its_own_pid_namespace(
 
     monkeypatch.setattr(run, "_leftovers", spy)
     marker = f"{90 + secrets.randbelow(1000) / 1000:.3f}"
-    res = await leave_a_sleeper(marker, before="echo $$; ")
+    res = await leave_a_sleeper(marker, INIT, before="echo $$; ")
     assert (res.returncode, res.stdout) == (0, "1\n")
     assert _alive_with(f"sleep {marker}") == []
     assert swept == []
-    # Without the namespaces the same run is swept, and still leaves nothing.
-    res = await leave_a_sleeper(marker, SandboxPolicy(exec_system=True, namespaces=False))
-    assert res.returncode == 0 and len(swept) >= 1
+    res = await leave_a_sleeper(marker, TOOLS, before="echo $$; ")
+    assert res.returncode == 0 and res.stdout != "1\n" and len(swept) >= 1
     assert _alive_with(f"sleep {marker}") == []
+
+
+async def test_only_an_init_survives_a_signal_it_sends_itself() -> None:
+    """Why the PID namespace is opt-in: an init ignores a default-action signal it raises
+    itself (a validator simulating a crash), while a fault still ends it. ``haproxy -c``,
+    the one program that asks for it, never signals itself."""
+    from controller.validation.sandbox import isolation_for
+
+    if not isolation_for(TOOLS).namespaces:
+        pytest.skip("needs namespaces (root with CAP_SYS_ADMIN)")
+    kill_self = ["/bin/sh", "-c", "kill -SEGV $$; echo survived"]
+    res = await run_sandboxed(kill_self, FileSet(), timeout=5, policy=TOOLS)
+    assert res.returncode == -signal.SIGSEGV and res.stdout == ""
+    res = await run_sandboxed(kill_self, FileSet(), timeout=5, policy=INIT)
+    assert (res.returncode, res.stdout) == (0, "survived\n")
+    fault = [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"]
+    res = await run_sandboxed(fault, FileSet(), timeout=5, policy=INIT)
+    assert res.returncode == -signal.SIGSEGV
+
+
+def test_the_haproxy_stage_asks_for_its_own_pid_namespace(haproxy_bin: str) -> None:
+    from controller.validation.haproxy.binary import HaproxyBinary
+    from controller.validation.haproxy.stage import HaproxyStage
+
+    assert not SandboxPolicy().pid_namespace
+    stage = HaproxyStage(HaproxyBinary.detect(haproxy_bin), timeout=5)
+    assert stage.policy.pid_namespace and "pidns=True" in stage.fingerprint()
 
 
 def test_a_host_that_refuses_pid_namespaces_gets_a_plain_fork() -> None:

@@ -77,7 +77,9 @@ class HaproxyStage(Stage):
             raise ValueError("timeout must be positive")
         self.binary = binary
         self.timeout = timeout
-        self.policy = policy or SandboxPolicy()
+        # haproxy -c never counts on dying of a signal it raises itself, so it may be the
+        # init of a PID namespace of its own: no sweep of the host's processes after a check.
+        self.policy = policy or SandboxPolicy(pid_namespace=True)
         self.flags: tuple[str, ...] = tuple(
             (["-dr"] if ignore_resolution_failures else []) + (["-dD"] if diagnostic_mode else [])
         )

@@ -20,8 +20,9 @@ when that policy is bypassed or has a gap. Every run gets:
   - **namespaces** (when the controller holds CAP_SYS_ADMIN): a private mount namespace whose
     root is an empty, read-only tmpfs holding read-only bind mounts of that same allow-list,
     entered with ``chroot``; a private network namespace (no interfaces but a down loopback),
-    IPC and UTS namespace; where the spawn helper forks it, a PID namespace whose init the
-    program is, so that nothing it starts outlives it;
+    IPC and UTS namespace; for a policy that asks for it (``haproxy -c``'s) and where the
+    spawn helper forks it, a PID namespace whose init the program is, so that nothing it
+    starts outlives it;
   - **privilege drop** (when running as root): a per-run unprivileged uid/gid without
     supplementary groups or capabilities, so even a missed path is judged by plain file
     permissions, and every process left behind by the run can be found by uid and killed;

@@ -110,10 +110,9 @@ class Plan:
     symlinks: list[tuple[str, str]] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
     pid_namespace: bool = False
-    """Fork the program into a PID namespace of its own, where it is the init: when it ends,
-    the kernel ends whatever it left behind. ``CLONE_NEWPID`` is a flag of the fork itself,
-    so only the spawn helper (which forks with ``clone``) can honour it; see
-    ``spawner.serve``."""
+    """Fork the program into a PID namespace of its own, where it is the init (the policy's
+    ``pid_namespace``). ``CLONE_NEWPID`` is a flag of the fork itself, so only the spawn
+    helper (which forks with ``clone``) can honour it; see ``spawner.fork_child``."""
     proc: bool = False
     """Mount a procfs that shows only the run's own processes (``hidepid``): the dynamic
     loader needs ``/proc/self/exe`` to resolve ``$ORIGIN`` run paths."""
@@ -365,7 +364,7 @@ def build_plan(
             plan.unshare_flags = linux.CLONE_NEWNS | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS
             if not policy.network:
                 plan.unshare_flags |= linux.CLONE_NEWNET
-            plan.pid_namespace = True
+            plan.pid_namespace = policy.pid_namespace
             plan.root = root.encode()
             plan.proc = uid is not None
             bound = list(layout.bound)

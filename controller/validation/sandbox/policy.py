@@ -91,6 +91,14 @@ class SandboxPolicy:
     drop_privileges: bool = True
     max_output: int = 1 << 20
     """Bytes kept per stream; the rest is drained and dropped."""
+    pid_namespace: bool = False
+    """With the namespaces, run the program as the init of a PID namespace of its own (where
+    the spawn helper forks it): whatever it starts ends with it, and no sweep of the host's
+    processes follows the run. An init is spared the signals it raises itself or the kernel
+    raises for its own doing while their action is the default (a ``kill`` of itself,
+    ``SIGXFSZ``, ``SIGPIPE``, the soft CPU limit's ``SIGXCPU``; a fault still kills it), so
+    only a program that never counts on dying of those may have it: ``haproxy -c`` does not,
+    an external validator might (a crash simulated with ``kill``)."""
 
     def fingerprint(self) -> str:
         lim = self.limits
@@ -98,7 +106,8 @@ class SandboxPolicy:
             f"cpu={lim.cpu_seconds},as={lim.address_space},fsize={lim.file_size},"
             f"nproc={lim.processes},nofile={lim.open_files};read={sorted(self.read_paths)};"
             f"exec={sorted(self.exec_paths)};execsys={self.exec_system};net={self.network};"
-            f"landlock={self.landlock};ns={self.namespaces};uid={self.drop_privileges}"
+            f"landlock={self.landlock};ns={self.namespaces};uid={self.drop_privileges};"
+            f"pidns={self.pid_namespace}"
         )
 
 
