@@ -96,7 +96,8 @@ class SandboxPolicy:
     the spawn helper forks it): whatever it starts ends with it, and no sweep of the host's
     processes follows the run. An init is spared the signals it raises itself or the kernel
     raises for its own doing while their action is the default (a ``kill`` of itself,
-    ``SIGXFSZ``, ``SIGPIPE``, the soft CPU limit's ``SIGXCPU``; a fault still kills it), so
+    ``SIGXFSZ``, ``SIGPIPE``, the soft CPU limit's ``SIGXCPU``; a fault still kills it, and
+    ``abort()`` ends it by the fault glibc falls back to: ``SIGSEGV``, not ``SIGABRT``), so
     only a program that never counts on dying of those may have it: ``haproxy -c`` does not,
     an external validator might (a crash simulated with ``kill``)."""
 
