@@ -218,6 +218,11 @@ class _Child:
         self.unowned.discard(self.spawned.status)
         return exec_error(self.spawned.status)
 
+    def kill_all(self, uid: int | None) -> None:
+        """Kill it and whatever it started (see :func:`_kill_all`); the sweep only where no
+        PID namespace of its own already ends them."""
+        _kill_all(self.pid, uid, sweep=not self.spawned.own_pid_namespace)
+
     def close(self) -> None:
         for fd in self.unowned:
             with contextlib.suppress(OSError):
@@ -433,7 +438,7 @@ async def _run(
         except TimeoutError:
             timed_out = True
         elapsed = (time.perf_counter() - started) * 1000.0
-        _kill_all(child.pid, uid, not child.spawned.own_pid_namespace)
+        child.kill_all(uid)
         finished = True
         # Everything holding the pipes is dead now; the rest of the output is in flight.
         with contextlib.suppress(TimeoutError):
@@ -463,7 +468,7 @@ async def _run(
         if child is not None:
             if not finished:
                 # Cancelled while running: never leave the check behind.
-                _kill_all(child.pid, uid, not child.spawned.own_pid_namespace)
+                child.kill_all(uid)
             child.reap()
             child.close()
         if finished:
