@@ -28,7 +28,9 @@ objects) with the quickstart library. Figures:
   use, as in ``htc run``); ``droppedRuns``: queued judgements of the burst dropped unstarted
   because their requests had been answered (denied) by the deadline;
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median wall time of
-  plain runs, no sandbox, the environment of this process); ``cores``;
+  plain runs, no sandbox, the environment of this process; five right before the burst and
+  five after it, whose medians are ``haproxyMsBeforeBurst`` and ``haproxyMsAfterBurst``);
+  ``cores``;
   ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
   concurrent burst. ``haproxyCpuMs``: the CPU time of those plain runs (median); on a busy
   machine the wall time is the larger;
@@ -74,7 +76,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +213,135 @@ def kubectl_applies(
     }
 
 
+FLOOR_ROUNDS = 5  # plain runs of haproxy -c on each side of a burst
+
+
+class Floor:
+    """``haproxy -c`` of the live file set, plain and as the pipeline runs it.
+
+    Its plain runs are sampled before the first burst, between bursts and after the last, and
+    ``haproxyMs`` is their median: this machine's speed drifts over minutes (a check's CPU by a
+    quarter and more), and a floor taken only after one burst compared that burst with
+    whatever phase of the machine followed it.
+    """
+
+    def __init__(self, engine: Any, store: Store, work: Path, haproxy: str) -> None:
+        self.haproxy = haproxy
+        self.render = engine.renderer.render(store.snapshot())
+        self.out = work / "check"
+        for entry in self.render.files:
+            path = self.out / entry.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(entry.content)
+        assert isinstance(engine.pipeline, Pipeline)
+        self.stage = next(s for s in engine.pipeline.stages if isinstance(s, HaproxyStage))
+        self.argv, self.extra = self.stage.invocation(self.render.files)
+        for rel, content in self.extra.items():
+            (self.out / rel).write_bytes(content)
+        self.plain_check = [a.replace(SANDBOX_DIR, str(self.out)) for a in self.argv]
+        self.times: dict[str, list[tuple[float, float]]] = {
+            k: [] for k in ("plain", "check", "sandboxed")
+        }
+
+    async def sample(self, rounds: int, alternated: bool = False) -> list[float]:
+        """Plain runs (alternated with the pipeline's argv, plain and sandboxed); their walls."""
+        walls = []
+        for _ in range(rounds):
+            walls.append(await self._timed("plain", lambda: subprocess.run(
+                [self.haproxy, "-c", "-q", "-f", "haproxy.cfg"],
+                cwd=self.out, check=False, capture_output=True,
+            )))  # fmt: skip
+            if alternated:
+                await self._timed("check", lambda: subprocess.run(
+                    self.plain_check, cwd=self.out, env={}, check=False, capture_output=True
+                ))  # fmt: skip
+                await self._timed("sandboxed", lambda: run_sandboxed(
+                    self.argv, self.render.files, timeout=self.stage.timeout,
+                    policy=self.stage.policy, extra_files=self.extra,
+                ))  # fmt: skip
+        return walls
+
+    def walls(self, kind: str) -> list[float]:
+        return [wall for wall, _ in self.times[kind]]
+
+    def cpus(self, kind: str) -> list[float]:
+        return [cpu for _, cpu in self.times[kind]]
+
+    async def _timed(self, kind: str, run: Callable[[], Any]) -> float:
+        cpu0, t0 = children_seconds(), time.perf_counter()
+        if asyncio.iscoroutine(done := run()):
+            await done
+        wall = (time.perf_counter() - t0) * 1000
+        self.times[kind].append((wall, (children_seconds() - cpu0) * 1000))
+        return wall
+
+
+def creates(first: int, count: int) -> list[dict[str, Any]]:
+    """Distinct new Ingresses that stay valid (they route to an existing Service)."""
+    made = [ingress(first + k) for k in range(count)]
+    for c in made:
+        c["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "svc-0"
+        c["spec"]["rules"][0]["http"]["paths"][1]["backend"]["service"]["name"] = "svc-0"
+    return made
+
+
+@dataclass(frozen=True)
+class Burst:
+    """One burst's latencies, and the CPU it cost (seconds): ``cpu`` is this process, its
+    reaped children and the rules worker, without the client, whose own is ``client``."""
+
+    ms: list[float]
+    denied: int
+    cpu: float
+    children: float
+    worker: float
+    client: float
+    gc_ms: float
+    full_gcs: int
+
+
+async def post_burst(url: str, ca: Path, work: Path, proposals: list[dict[str, Any]]) -> Burst:
+    """Every proposal created at once by ``bench/admission_client.py``, in a process of its own."""
+    bodies = work / "burst.jsonl"
+    bodies.write_bytes(
+        b"".join(review(f"c{k}", "CREATE", c, None) + b"\n" for k, c in enumerate(proposals))
+    )
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "bench" / "admission_client.py"), url, str(ca),
+        str(bodies), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert client.stdin is not None and client.stdout is not None
+    assert await client.stdout.readline() == b"ready\n", "the burst client did not start"
+    cpu0, worker0 = cpu_seconds(), rules_pool.stats()["cpuUs"]
+    children0 = children_seconds()
+    gc_pauses.clear()
+    gc_generations.clear()
+    client.stdin.write(b"go\n")
+    await client.stdin.drain()
+    burst = json.loads(await client.stdout.readline())
+    await client.wait()
+    worker = (rules_pool.stats()["cpuUs"] - worker0) / 1e6
+    client_total = burst["totalCpuMs"] / 1000  # a reaped child too: counted on its own
+    return Burst(
+        ms=burst["ms"],
+        denied=sum(1 for ok in burst["allowed"] if not ok),
+        cpu=cpu_seconds() - cpu0 - client_total + worker,
+        children=children_seconds() - children0 - client_total,
+        worker=worker,
+        client=burst["burstCpuMs"] / 1000,
+        gc_ms=sum(gc_pauses),
+        full_gcs=gc_generations.count(2),
+    )
+
+
+async def settle(judge: AdmissionJudge, limit: float = 120.0) -> None:
+    """Waits for judgements still running after their answers (denied by the deadline), so
+    that they do not load what is measured next; bounded by ``limit`` seconds."""
+    end = time.monotonic() + limit
+    while (judge.slots.busy or judge.slots.waiting) and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+
+
 async def measure(
     n: int,
     concurrency: int,
@@ -217,6 +349,7 @@ async def measure(
     applies: int,
     slots: int | None = None,
     rule_workers: int | None = None,
+    rounds: int = 3,
 ) -> dict[str, Any]:
     if rule_workers is not None:
         rules_pool.configure(size=rule_workers)
@@ -288,86 +421,48 @@ async def measure(
                 through_api = await asyncio.to_thread(
                     kubectl_applies, spec, base, ca, lambda: server.requests, n + 20_000, applies
                 )
-            # The burst comes last: judgements that miss their deadline are answered (denied)
+            # The bursts come last: judgements that miss their deadline are answered (denied)
             # but keep running, and would queue any request measured after them.
-            creates = [ingress(n + k) for k in range(concurrency)]
-            for c in creates:  # route to an existing Service: the create stays valid
-                c["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "svc-0"
-                c["spec"]["rules"][0]["http"]["paths"][1]["backend"]["service"]["name"] = "svc-0"
-            bodies = work / "burst.jsonl"
-            bodies.write_bytes(
-                b"".join(review(f"c{k}", "CREATE", c, None) + b"\n" for k, c in enumerate(creates))
-            )
-            client = await asyncio.create_subprocess_exec(
-                sys.executable, str(ROOT / "bench" / "admission_client.py"), url, str(ca),
-                str(bodies), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            )  # fmt: skip
-            assert client.stdin is not None and client.stdout is not None
-            assert await client.stdout.readline() == b"ready\n", "the burst client did not start"
-            burst_cpu0, burst_worker0 = cpu_seconds(), rules_pool.stats()["cpuUs"]
-            burst_children0 = children_seconds()
-            gc_pauses.clear()
-            gc_generations.clear()
-            client.stdin.write(b"go\n")
-            await client.stdin.drain()
-            burst = json.loads(await client.stdout.readline())
-            await client.wait()
-            burst_worker = (rules_pool.stats()["cpuUs"] - burst_worker0) / 1e6
-            # the client is a reaped child too: its CPU is reported on its own
-            burst_children = children_seconds() - burst_children0 - burst["totalCpuMs"] / 1000
-            burst_cpu = cpu_seconds() - burst_cpu0 - burst["totalCpuMs"] / 1000 + burst_worker
-            burst_gc_ms = sum(gc_pauses)
-            burst_full_gcs = gc_generations.count(2)
-            concurrent = burst["ms"]
-            concurrent_denied = sum(1 for ok in burst["allowed"] if not ok)
+            floor = Floor(engine, store, work, haproxy)
+            brackets = [await floor.sample(FLOOR_ROUNDS)]
+            bursts: list[Burst] = []
+            for r in range(rounds):
+                bursts.append(
+                    await post_burst(url, ca, work, creates(n + r * concurrency, concurrency))
+                )
+                await settle(judge)
+                if r + 1 < rounds:
+                    brackets.append(await floor.sample(FLOOR_ROUNDS))
     finally:
         await server.stop()
-    render = engine.renderer.render(store.snapshot())
-    out = work / "check"
-    out.mkdir()
-    for entry in render.files:
-        path = out / entry.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(entry.content)
-    assert isinstance(engine.pipeline, Pipeline)
-    stage = next(s for s in engine.pipeline.stages if isinstance(s, HaproxyStage))
-    argv, extra = stage.invocation(render.files)
-    for rel, content in extra.items():
-        (out / rel).write_bytes(content)
-    plain_check = [a.replace(SANDBOX_DIR, str(out)) for a in argv]
-    times: dict[str, tuple[list[float], list[float]]] = {
-        k: ([], []) for k in ("plain", "check", "sandboxed")
-    }
-
-    async def timed(kind: str, run: Callable[[], Any]) -> None:
-        cpu0, t0 = children_seconds(), time.perf_counter()
-        if asyncio.iscoroutine(done := run()):
-            await done
-        times[kind][0].append((time.perf_counter() - t0) * 1000)
-        times[kind][1].append((children_seconds() - cpu0) * 1000)
-
-    for _ in range(5):
-        await timed("plain", lambda: subprocess.run(
-            [haproxy, "-c", "-q", "-f", "haproxy.cfg"], cwd=out, check=False, capture_output=True
-        ))  # fmt: skip
-        await timed("check", lambda: subprocess.run(
-            plain_check, cwd=out, env={}, check=False, capture_output=True
-        ))  # fmt: skip
-        await timed("sandboxed", lambda: run_sandboxed(
-            argv, render.files, timeout=stage.timeout, policy=stage.policy, extra_files=extra
-        ))  # fmt: skip
+    brackets.append(await floor.sample(FLOOR_ROUNDS, alternated=True))
     cores = os.cpu_count() or 1
-    hms = statistics.median(times["plain"][0])
-    check_ms = statistics.median(times["check"][0])
+    hms = statistics.median(floor.walls("plain"))
+    check_ms = statistics.median(floor.walls("check"))
+
+    def per_proposal(seconds: Iterable[float]) -> float:
+        return round(sum(seconds) * 1000 / (rounds * concurrency), 1)
+
     return {
         "ingresses": n,
         "concurrency": concurrency,
         "haproxy": haproxy,
         "singleP50Ms": pct(single, 0.5),
         "singleP99Ms": pct(single, 0.99),
-        "concurrentP50Ms": pct(concurrent, 0.5),
-        "concurrentP99Ms": pct(concurrent, 0.99),
-        "concurrentDenied": concurrent_denied,
+        "concurrentP50Ms": round(statistics.median(pct(b.ms, 0.5) for b in bursts), 1),
+        "concurrentP99Ms": round(statistics.median(pct(b.ms, 0.99) for b in bursts), 1),
+        "concurrentDenied": sum(b.denied for b in bursts),
+        "concurrentRounds": [
+            {
+                "p99Ms": pct(b.ms, 0.99),
+                "cpuMsPerProposal": round(b.cpu * 1000 / concurrency, 1),
+                "gcMs": round(b.gc_ms, 1),
+                "floorMs": round(
+                    concurrency * statistics.median(brackets[r] + brackets[r + 1]) / cores, 1
+                ),
+            }
+            for r, b in enumerate(bursts)
+        ],
         "runSlots": judge.slots.size,
         "droppedRuns": judge.dropped,
         "transportP50Ms": pct(transport, 0.5),
@@ -378,26 +473,27 @@ async def measure(
         "unchangedLongestGcMs": round(unchanged_gc, 1),
         "loadAverage": round(os.getloadavg()[0], 2),
         "haproxyMs": round(hms, 1),
-        "haproxyCpuMs": round(statistics.median(times["plain"][1]), 1),
-        "checkPrelude": PRELUDE_NAME in extra,
+        "haproxyMsBetweenBursts": [round(statistics.median(b), 1) for b in brackets],
+        "haproxyCpuMs": round(statistics.median(floor.cpus("plain")), 1),
+        "checkPrelude": PRELUDE_NAME in floor.extra,
         "haproxyCheckMs": round(check_ms, 1),
-        "haproxyCheckCpuMs": round(statistics.median(times["check"][1]), 1),
-        "haproxySandboxedMs": round(statistics.median(times["sandboxed"][0]), 1),
-        "haproxySandboxedCpuMs": round(statistics.median(times["sandboxed"][1]), 1),
+        "haproxyCheckCpuMs": round(statistics.median(floor.cpus("check")), 1),
+        "haproxySandboxedMs": round(statistics.median(floor.walls("sandboxed")), 1),
+        "haproxySandboxedCpuMs": round(statistics.median(floor.cpus("sandboxed")), 1),
         "cores": cores,
         "floorMs": round(concurrency * hms / cores, 1),
         "checkFloorMs": round(concurrency * check_ms / cores, 1),
-        "concurrentCpuMsPerProposal": round(burst_cpu * 1000 / concurrency, 1),
+        "concurrentCpuMsPerProposal": per_proposal(b.cpu for b in bursts),
         # its parts: this process (the controller), its children (the sandboxed haproxy -c,
         # forked rule batches), the rules worker; the burst's client is not in it
-        "concurrentSelfCpuMsPerProposal": round(
-            (burst_cpu - burst_children - burst_worker) * 1000 / concurrency, 1
+        "concurrentSelfCpuMsPerProposal": per_proposal(
+            b.cpu - b.children - b.worker for b in bursts
         ),
-        "concurrentChildCpuMsPerProposal": round(burst_children * 1000 / concurrency, 1),
-        "concurrentWorkerCpuMsPerProposal": round(burst_worker * 1000 / concurrency, 1),
-        "concurrentClientCpuMsPerProposal": round(burst["burstCpuMs"] / concurrency, 1),
-        "concurrentGcMs": round(burst_gc_ms, 1),
-        "concurrentFullGcs": burst_full_gcs,
+        "concurrentChildCpuMsPerProposal": per_proposal(b.children for b in bursts),
+        "concurrentWorkerCpuMsPerProposal": per_proposal(b.worker for b in bursts),
+        "concurrentClientCpuMsPerProposal": per_proposal(b.client for b in bursts),
+        "concurrentGcMs": round(sum(b.gc_ms for b in bursts) / len(bursts), 1),
+        "concurrentFullGcs": sum(b.full_gcs for b in bursts),
         **through_api,
         "targets": {"singleP50Ms": 250, "concurrentP99Ms": "1.3 x floorMs", "unchangedP99Ms": 50},
     }
@@ -423,6 +519,12 @@ def main() -> int:
         default=None,
         help="evaluation workers for rule batches (0: every isolated batch forks, as before)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="concurrent bursts, each with plain haproxy -c runs on both sides",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from controller.observability.logging import configure
@@ -437,6 +539,7 @@ def main() -> int:
             args.kubectl_applies,
             args.slots,
             args.rule_workers,
+            max(1, args.rounds),
         )
     )
     print(json.dumps(result, indent=None if args.json else 2))
