@@ -47,6 +47,19 @@ def test_a_configuration_naming_the_http_client_or_setting_variables_gets_none(
     assert not applies(_files(config))
 
 
+def test_the_last_answer_is_reused_only_for_the_same_bytes() -> None:
+    """The answer is remembered for the last configuration: a configuration of the same
+    length that differs only in a word the prelude cares about must not get it."""
+    named = VALID.replace("global\n", "global\n    setenv A b\n")
+    plain = VALID.replace("global\n", "global\n    maxconn 13\n")
+    assert len(named) == len(plain)
+    for _ in range(2):
+        assert applies(_files(plain))
+        assert applies(_files(plain.encode()))  # equal bytes, another object
+        assert not applies(_files(named))
+        assert not applies(_files(named.encode()))
+
+
 def test_a_file_set_without_a_main_configuration_gets_none() -> None:
     files = FileSet.of([FileEntry("maps/hosts.map", FileKind.MAP, b"a b\n")])
     assert not applies(files)
