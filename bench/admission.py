@@ -24,8 +24,8 @@ objects) with the quickstart library. Figures:
   meanwhile; ``loadAverage`` at the end (the figures are wall times);
 - ``transportP50Ms``: a review of a kind this controller does not judge, answered without a
   render: what HTTPS, aiohttp and JSON cost every answer;
-- ``runSlots``: judgements in flight at once (``--slots``, by default the CPUs this process may
-  use, as in ``htc run``); ``droppedRuns``: queued judgements of the burst dropped unstarted
+- ``runSlots``: judgements in flight at once (``--slots``, by default one more than the CPUs
+  this process may use, as in ``htc run``); ``droppedRuns``: queued judgements of the burst dropped unstarted
   because their requests had been answered (denied) by the deadline;
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median wall time of
   plain runs, no sandbox, the environment of this process; five right before the burst and
@@ -360,7 +360,7 @@ async def measure(
     store = Store(spec.watched_resources)
     _fill(store, objects(n), spec.watched_resources)
     engine = default_engine(haproxy)(spec)
-    judge = AdmissionJudge(  # run slots as htc run has them: the CPUs this process may use
+    judge = AdmissionJudge(  # run slots as htc run has them
         engine=lambda: engine,
         view=store.snapshot,
         baseline_valid=lambda: True,
@@ -511,7 +511,7 @@ def main() -> int:
         help="kubectl applies through the real API server, per setting (0: none)",
     )
     parser.add_argument(
-        "--slots", type=int, default=None, help="judgements in flight (default: the CPUs)"
+        "--slots", type=int, default=None, help="judgements in flight (default: the CPUs + 1)"
     )
     parser.add_argument(
         "--rule-workers",

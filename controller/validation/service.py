@@ -155,7 +155,7 @@ def checking_pipeline(spec: HAProxyTemplateConfigSpec, binary: str | None) -> Pi
 
 def cpu_slots() -> int:
     """The CPUs this process may use (affinity and cgroup quota): the bound the sandbox puts
-    on ``haproxy -c`` runs, and the admission judge on its judgements in flight."""
+    on ``haproxy -c`` runs (the admission judge allows one judgement more in flight)."""
     from controller.validation.sandbox import max_concurrency
 
     return max_concurrency()

@@ -227,11 +227,11 @@ async def test_distinct_candidates_run_in_parallel_up_to_the_slots_rendering_one
     assert s.judge.slots.size == 3 and s.judge.slots.busy == 0
 
 
-async def test_the_default_slots_are_the_cpus_this_process_may_use() -> None:
+async def test_the_default_slots_are_one_more_than_the_cpus_this_process_may_use() -> None:
     from controller.validation.sandbox import max_concurrency
 
     s = setup()
-    assert s.judge.slots.size == max_concurrency() >= 1
+    assert s.judge.slots.size == max_concurrency() + 1 >= 2
     assert s.judge.renders.size == 1
 
 
