@@ -13,12 +13,12 @@ of :meth:`AdmissionJudge.judge_object` and :meth:`AdmissionJudge.judge_spec` and
   proposal's content and the store version it is judged against.
 * **Distinct concurrent candidates** queue for a run slot (one more than the CPUs this process
   may use, see :func:`run_slots`), earliest deadline first, and their renders pass one at a
-  time through a second
-  queue: a render holds the GIL, so two renders side by side each take twice as long and a
-  burst of them would all finish late; one at a time, the earliest requests finish early while
-  the checks of the others (``haproxy -c`` and the rule workers are processes of their own)
-  overlap the next render. A queued run whose every requester has been answered (its deadline
-  passed) is dropped before it starts, so a burst past its deadlines leaves no work behind.
+  time through a second queue: a render holds the GIL, so two renders side by side each take
+  twice as long and a burst of them would all finish late; one at a time, the earliest
+  requests finish early while the checks of the others (``haproxy -c`` and the rule workers
+  are processes of their own) overlap the next render. A queued run whose every requester has
+  been answered (its deadline passed) is dropped before it starts, so a burst past its
+  deadlines leaves no work behind.
 * **Recovery exception** (ADR-0020): when the live configuration is already invalid, a proposal
   passes only if both renders complete and their output checksums are identical: it cannot
   make things worse, and it cannot be blamed for what was already broken. The live side is
