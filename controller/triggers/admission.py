@@ -418,8 +418,9 @@ def run_slots() -> int:
     one slot per CPU, a core idles whenever every judgement in flight is in its Python part;
     the extra one renders while the others' checks hold the cores, and the sandbox still runs
     no more checks than there are CPUs. Measured with bursts of 150 creates at 1,000 Ingresses
-    on two CPUs, seven alternated pairs: the host's busy share 0.93 → 0.95 in every pair, the
-    p99 lower in six (median -129 ms; docs/admission.md)."""
+    on two CPUs, nine alternated pairs: the host's busy share higher in every pair (by 0.5-2.5
+    points), the same CPU per proposal, the p99 lower in six (a small gain: median -61 ms of
+    about 6 s; docs/admission.md)."""
     return cpu_slots() + 1
 
 
