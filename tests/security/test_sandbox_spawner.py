@@ -3,9 +3,10 @@
 A large controller has its sandboxed programs forked by a small helper process, with
 ``CLONE_PARENT`` so that they are still the controller's children. Every test of how the
 sandbox starts its program (``test_sandbox_spawn``), of its limits and clean-up
-(``test_sandbox_limits``) and of its isolation against an escaping ``lua-load``
-(``test_sandbox_escape``) runs here once more with the helper forced on; the tests below
-check what is particular to the helper.
+(``test_sandbox_limits``), of its isolation against an escaping ``lua-load``
+(``test_sandbox_escape``) and of the huge pages a check may take (``test_sandbox_hugepages``)
+runs here once more with the helper forced on; the tests below check what is particular to
+the helper.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ from tests.security.test_sandbox_escape import (  # noqa: F401 - run again, thro
     test_environment_is_empty,
     test_lua_cannot_escape,
     test_only_the_sandbox_directory_is_visible,
+)
+from tests.security.test_sandbox_hugepages import (  # noqa: F401 - run again, through the helper
+    close,
+    test_a_close_run_gets_the_tunable_as_its_whole_environment,
+    test_haproxy_check_close_behind_another_takes_huge_pages,
 )
 from tests.security.test_sandbox_limits import (  # noqa: F401 - run again, through the helper
     _alive_with,

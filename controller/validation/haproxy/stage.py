@@ -79,7 +79,8 @@ class HaproxyStage(Stage):
         self.timeout = timeout
         # haproxy -c never counts on dying of a signal it raises itself, so it may be the
         # init of a PID namespace of its own: no sweep of the host's processes after a check.
-        self.policy = policy or SandboxPolicy(pid_namespace=True)
+        # Its heap may take huge pages when checks come in a series (sandbox/hugepages.py).
+        self.policy = policy or SandboxPolicy(pid_namespace=True, huge_pages=True)
         self.flags: tuple[str, ...] = tuple(
             (["-dr"] if ignore_resolution_failures else []) + (["-dD"] if diagnostic_mode else [])
         )

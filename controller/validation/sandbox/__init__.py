@@ -8,9 +8,10 @@ when that policy is bypassed or has a gap. Every run gets:
 * a fresh directory laid out like the deploy directory (``haproxy.cfg``, ``maps/``,
   ``certs/``, ``files/``), used as cwd, so relative references resolve exactly as they will
   after deploy — no path is rewritten;
-* an empty environment, closed file descriptors, stdin on ``/dev/null``, its own session and
-  process group, resource limits (CPU, address space, file size, processes, open files, no
-  core dumps) and a hard wall-clock timeout after which the whole group is killed;
+* an empty environment (``haproxy -c`` in a series of checks: glibc's huge-page tunable
+  alone, see ``hugepages.py``), closed file descriptors, stdin on ``/dev/null``, its own
+  session and process group, resource limits (CPU, address space, file size, processes, open
+  files, no core dumps) and a hard wall-clock timeout after which the whole group is killed;
 * the strongest kernel isolation this host offers, probed once and logged:
 
   - **Landlock** (unprivileged LSM): only the system library directories, a handful of

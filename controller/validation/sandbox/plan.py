@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from controller.validation.sandbox import linux
+from controller.validation.sandbox.hugepages import THP_FILES
 from controller.validation.sandbox.linux import (
     FS_EXECUTE,
     FS_READ_DIR,
@@ -116,6 +117,9 @@ class Plan:
     proc: bool = False
     """Mount a procfs that shows only the run's own processes (``hidepid``): the dynamic
     loader needs ``/proc/self/exe`` to resolve ``$ORIGIN`` run paths."""
+    environment: dict[bytes, bytes] = field(default_factory=dict)
+    """The program's whole environment: empty, or :data:`hugepages.ENVIRONMENT` for a run
+    of a ``huge_pages`` policy that follows another closely."""
 
     def child(self) -> None:
         # Limits come last: the forked child still maps the whole controller, and an
@@ -252,6 +256,8 @@ def _allow_list(argv0: str, policy: SandboxPolicy) -> tuple[list[tuple[str, int,
     for p in policy.read_paths:
         entries.append((p, ro, False))
         chains.append(p)
+    if policy.huge_pages:
+        entries.extend((p, ro, False) for p in THP_FILES)
     return entries, chains
 
 

@@ -100,6 +100,12 @@ class SandboxPolicy:
     ``abort()`` ends it by the fault glibc falls back to: ``SIGSEGV``, not ``SIGABRT``), so
     only a program that never counts on dying of those may have it: ``haproxy -c`` does not,
     an external validator might (a crash simulated with ``kill``)."""
+    huge_pages: bool = False
+    """Let the program's allocator (glibc) back its heap with transparent huge pages while
+    runs follow each other closely (``hugepages.py``): the two ``/sys`` files glibc reads for
+    it are added, read-only, and such a run's environment holds ``GLIBC_TUNABLES`` alone.
+    For programs that allocate much and whose result does not depend on their environment
+    (``haproxy -c``)."""
 
     def fingerprint(self) -> str:
         lim = self.limits
@@ -108,7 +114,7 @@ class SandboxPolicy:
             f"nproc={lim.processes},nofile={lim.open_files};read={sorted(self.read_paths)};"
             f"exec={sorted(self.exec_paths)};execsys={self.exec_system};net={self.network};"
             f"landlock={self.landlock};ns={self.namespaces};uid={self.drop_privileges};"
-            f"pidns={self.pid_namespace}"
+            f"pidns={self.pid_namespace};huge={self.huge_pages}"
         )
 
 

@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 from typing import BinaryIO
 
 from controller.render import FileSet
+from controller.validation.sandbox import hugepages
 from controller.validation.sandbox.plan import Plan, build_plan
 from controller.validation.sandbox.policy import (
     SANDBOX_DIR,
@@ -79,6 +80,10 @@ def set_max_concurrency(n: int | None) -> None:
     global _max_concurrency
     _max_concurrency = _cpu_count() if n is None else max(1, n)
     _semaphores.clear()
+
+
+_pace = hugepages.Pace()
+"""Whether a run of a ``huge_pages`` policy follows another closely (see ``hugepages.py``)."""
 
 
 def _semaphore() -> asyncio.Semaphore:
@@ -410,7 +415,7 @@ async def _run(
     child: _Child | None = None
     pipes: list[asyncio.ReadTransport] = []
     stop_watching: Callable[[], None] = lambda: None  # noqa: E731
-    finished = False
+    finished = paced = False
     try:
         try:
             base = tempfile.mkdtemp(prefix="htc-sandbox-")
@@ -418,6 +423,10 @@ async def _run(
             raise SandboxError(f"could not prepare the sandbox: {exc.strerror or exc}") from exc
         argv, workdir, plan = _prepare(argv, files, extra, policy, iso, uid, timeout, base)
         loop = asyncio.get_running_loop()
+        if policy.huge_pages:
+            paced = True
+            if _pace.begin():
+                plan.environment = dict(hugepages.ENVIRONMENT)
         started = time.perf_counter()
         try:
             child = _Child(spawn(argv, workdir, plan))
@@ -471,6 +480,8 @@ async def _run(
                 child.kill_all(uid)
             child.reap()
             child.close()
+        if paced:
+            _pace.end()
         if finished:
             _clean_later(base, uid)
         else:

@@ -46,8 +46,9 @@ class Spawned:
 
 
 def spawn(argv: Sequence[str], workdir: str, plan: Plan) -> Spawned:
-    """Fork a child that applies ``plan`` and executes ``argv`` in ``workdir`` with an empty
-    environment, stdin from ``/dev/null``, in a new session; return without waiting."""
+    """Fork a child that applies ``plan`` and executes ``argv`` in ``workdir`` with the plan's
+    environment (empty but for huge pages), stdin from ``/dev/null``, in a new session;
+    return without waiting."""
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     fds: list[int] = [devnull]
     try:
@@ -105,7 +106,7 @@ def _child(
         plan.child()
         os.closerange(3, status)
         os.closerange(status + 1, 1 << 20)
-        os.execve(program, args, {})
+        os.execve(program, args, plan.environment)
     except BaseException as exc:
         with contextlib.suppress(BaseException):
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

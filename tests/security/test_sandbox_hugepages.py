@@ -1,0 +1,138 @@
+"""Huge pages for ``haproxy -c`` (``sandbox/hugepages.py``): what a run is shown, and when.
+
+A policy with ``huge_pages`` adds two read-only ``/sys`` files and, only while runs follow
+each other closely, ``GLIBC_TUNABLES`` as the whole environment; every other policy's runs
+keep an empty environment and no ``/sys``. The last test checks the effect itself: a real
+``haproxy -c`` of a large configuration, run close behind another, takes transparent huge
+pages (the kernel's own counter), which a run that is not close behind does not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import controller.validation.sandbox.run as sandbox_run
+from controller.render import FileEntry, FileKind, FileSet
+from controller.validation.haproxy.binary import HaproxyBinary
+from controller.validation.haproxy.stage import HaproxyStage
+from controller.validation.sandbox import SandboxPolicy, hugepages, run_sandboxed
+from controller.validation.sandbox.hugepages import WARM_S, Pace
+
+pytestmark = pytest.mark.haproxy
+
+HUGE = SandboxPolicy(exec_system=True, huge_pages=True)
+PLAIN = SandboxPolicy(exec_system=True)
+ENABLED = Path(hugepages.THP_FILES[0])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_run_is_close_while_another_is_in_flight_or_just_ended() -> None:
+    clock = Clock()
+    pace = Pace(clock)
+    assert pace.begin() is False  # the first of a series
+    assert pace.begin() is True  # another is in flight
+    pace.end()
+    pace.end()
+    clock.now += WARM_S / 2
+    assert pace.begin() is True  # the last one ended moments ago
+    pace.end()
+    clock.now += WARM_S * 2
+    assert pace.begin() is False  # a lone run, long after the last
+    pace.end()
+
+
+@pytest.fixture
+def close(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Runs see a Pace whose last run ended just now: the next run is close behind it."""
+    clock = Clock()
+    pace = Pace(clock)
+    pace.begin()
+    pace.end()
+    monkeypatch.setattr(sandbox_run, "_pace", pace)
+    return clock
+
+
+async def test_a_close_run_gets_the_tunable_as_its_whole_environment(close: Clock) -> None:
+    res = await run_sandboxed(["/usr/bin/env"], FileSet(), timeout=5, policy=HUGE)
+    assert res.returncode == 0
+    assert res.stdout == "GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"
+
+
+async def test_a_lone_run_and_other_policies_keep_an_empty_environment(close: Clock) -> None:
+    res = await run_sandboxed(["/usr/bin/env"], FileSet(), timeout=5, policy=PLAIN)
+    assert (res.returncode, res.stdout) == (0, "")  # close behind, but not its policy
+    close.now += WARM_S * 2
+    res = await run_sandboxed(["/usr/bin/env"], FileSet(), timeout=5, policy=HUGE)
+    assert (res.returncode, res.stdout) == (0, "")
+
+
+@pytest.mark.skipif(not ENABLED.exists(), reason="this kernel has no transparent huge pages")
+async def test_only_a_huge_pages_policy_may_read_the_two_sys_files(close: Clock) -> None:
+    argv = ["/usr/bin/cat", *hugepages.THP_FILES]
+    res = await run_sandboxed(argv, FileSet(), timeout=5, policy=HUGE)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0] == ENABLED.read_text().strip()
+    res = await run_sandboxed(argv, FileSet(), timeout=5, policy=PLAIN)
+    assert res.returncode != 0
+    assert res.stdout == ""
+    res = await run_sandboxed(
+        ["/usr/bin/cat", "/sys/kernel/mm/transparent_hugepage/defrag"],
+        FileSet(),
+        timeout=5,
+        policy=HUGE,
+    )
+    assert res.returncode != 0  # the two files, not their directory
+
+
+def _huge_faults() -> int:
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        name, value = line.split()
+        if name == "thp_fault_alloc":
+            return int(value)
+    raise AssertionError("no thp_fault_alloc in /proc/vmstat")
+
+
+def _big_config(backends: int) -> FileSet:
+    parts = ["defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n"]
+    parts.append("    timeout server 5s\n\nfrontend f\n    bind 127.0.0.1:8080\n")
+    parts.append("    default_backend b0\n")
+    for b in range(backends):
+        parts.append(f"\nbackend b{b}\n")
+        parts.extend(f"    server s{s} 127.1.{b % 250}.{s + 1}:8080\n" for s in range(5))
+    return FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, "".join(parts).encode())])
+
+
+@pytest.mark.skipif(
+    not ENABLED.exists() or "[never]" in ENABLED.read_text(),
+    reason="this kernel grants no transparent huge pages",
+)
+async def test_haproxy_check_close_behind_another_takes_huge_pages(
+    close: Clock, haproxy_bin: str
+) -> None:
+    """Its heap (1,000 backends of 5 servers, some 30 MB) takes huge pages close behind
+    another run, and none when it runs alone. Other processes of the machine rarely take
+    huge pages (glibc asks only when told to): the lone run's count may move, not by the
+    dozen a check takes."""
+    stage = HaproxyStage(HaproxyBinary.detect(haproxy_bin), timeout=30)
+    assert stage.policy.huge_pages
+    files = _big_config(1000)
+    argv, extra = stage.invocation(files)
+
+    async def check() -> int:
+        before = _huge_faults()
+        res = await run_sandboxed(argv, files, timeout=30, policy=stage.policy, extra_files=extra)
+        assert res.returncode == 0, res.stderr
+        return _huge_faults() - before
+
+    assert await check() >= 8
+    close.now += WARM_S * 2
+    assert await check() < 4
