@@ -10,12 +10,13 @@ back to back, twice).
 It is not a win at any pace on every host. On a virtual machine that returns free memory to
 its host (free page reporting, which reports exactly huge-page-sized blocks), a huge page that
 has been reported must be backed by the host again on first touch: checks spaced a second or
-more apart took 100-200 ms instead of 40 every few runs, more than they saved on average. A
-huge page that the previous check freed moments ago has not been reported yet: back to back,
-or 0.1-0.5 s apart, no check of 200 stalled except the first of a series. So a run asks for
-huge pages only while checks follow each other closely: when another run that asks is still
-in flight, or one ended less than :data:`WARM_S` ago. A burst of admission proposals is such
-a series; a lone check every few seconds runs as it always did.
+more apart took 100-200 ms instead of 30-40 every few runs, more than they saved on average.
+A huge page that the previous check freed moments ago has not been reported yet: none of 200
+checks back to back stalled, nor of 60 checks 0.1-0.5 s apart but the first one or two of each
+series (the first of a series takes pages nobody freed lately). So a run asks for huge pages
+only while checks follow each other closely: when another run that asks is still in flight,
+or one ended less than :data:`WARM_S` ago. A burst of admission proposals is such a series; a
+lone check every few seconds runs as it always did.
 
 Only a policy with ``huge_pages`` is concerned (``haproxy -c``'s). glibc reads two ``/sys``
 files to learn whether and at what size the kernel grants huge pages: the policy adds them,
