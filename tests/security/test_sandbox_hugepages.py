@@ -1,10 +1,10 @@
 """Huge pages for ``haproxy -c`` (``sandbox/hugepages.py``): what a run is shown, and when.
 
-A policy with ``huge_pages`` adds two read-only ``/sys`` files and, only while runs follow
-each other closely, ``GLIBC_TUNABLES`` as the whole environment; every other policy's runs
-keep an empty environment and no ``/sys``. The last test checks the effect itself: a real
-``haproxy -c`` of a large configuration, run close behind another, takes transparent huge
-pages (the kernel's own counter), which a run that is not close behind does not.
+A policy with ``huge_pages`` adds two read-only ``/sys`` files and, only in a series of runs
+that follow each other closely, ``GLIBC_TUNABLES`` as the whole environment; every other
+policy's runs keep an empty environment and no ``/sys``. The last test checks the effect
+itself: a real ``haproxy -c`` of a large configuration, late in a series, takes transparent
+huge pages (the kernel's own counter), which a lone run does not.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from controller.render import FileEntry, FileKind, FileSet
 from controller.validation.haproxy.binary import HaproxyBinary
 from controller.validation.haproxy.stage import HaproxyStage
 from controller.validation.sandbox import SandboxPolicy, hugepages, run_sandboxed
-from controller.validation.sandbox.hugepages import WARM_S, Pace
+from controller.validation.sandbox.hugepages import SERIES, WARM_S, Pace
 
 pytestmark = pytest.mark.haproxy
 
@@ -35,28 +35,39 @@ class Clock:
         return self.now
 
 
-def test_a_run_is_close_while_another_is_in_flight_or_just_ended() -> None:
+def test_huge_pages_from_the_fourth_run_of_a_series_on() -> None:
     clock = Clock()
     pace = Pace(clock)
+    assert SERIES == 3
     assert pace.begin() is False  # the first of a series
-    assert pace.begin() is True  # another is in flight
+    assert pace.begin() is False  # another is in flight: the second
     pace.end()
     pace.end()
     clock.now += WARM_S / 2
-    assert pace.begin() is True  # the last one ended moments ago
+    assert pace.begin() is False  # the last one ended moments ago: the third
+    pace.end()
+    clock.now += WARM_S / 2
+    assert pace.begin() is True  # the fourth
+    assert pace.begin() is True  # and the fifth, in flight beside it
+    pace.end()
     pace.end()
     clock.now += WARM_S * 2
-    assert pace.begin() is False  # a lone run, long after the last
+    assert pace.begin() is False  # long after the last: a new series
+    pace.end()
+    clock.now += WARM_S / 2
+    assert pace.begin() is False  # a pair is no series worth it
     pace.end()
 
 
 @pytest.fixture
 def close(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    """Runs see a Pace whose last run ended just now: the next run is close behind it."""
+    """Runs see a Pace whose series is long enough, its last run ended just now: the next
+    run asks for huge pages."""
     clock = Clock()
     pace = Pace(clock)
-    pace.begin()
-    pace.end()
+    for _ in range(SERIES):
+        pace.begin()
+        pace.end()
     monkeypatch.setattr(sandbox_run, "_pace", pace)
     return clock
 
@@ -115,11 +126,9 @@ def _big_config(backends: int) -> FileSet:
     not ENABLED.exists() or "[never]" in ENABLED.read_text(),
     reason="this kernel grants no transparent huge pages",
 )
-async def test_haproxy_check_close_behind_another_takes_huge_pages(
-    close: Clock, haproxy_bin: str
-) -> None:
-    """Its heap (1,000 backends of 5 servers, some 30 MB) takes huge pages close behind
-    another run, and none when it runs alone. Other processes of the machine rarely take
+async def test_haproxy_check_in_a_series_takes_huge_pages(close: Clock, haproxy_bin: str) -> None:
+    """Its heap (1,000 backends of 5 servers, some 30 MB) takes huge pages late in a series,
+    and none when it runs alone. Other processes of the machine rarely take
     huge pages (glibc asks only when told to): the lone run's count may move, not by the
     dozen a check takes."""
     stage = HaproxyStage(HaproxyBinary.detect(haproxy_bin), timeout=30)

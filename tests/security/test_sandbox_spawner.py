@@ -41,7 +41,7 @@ from tests.security.test_sandbox_escape import (  # noqa: F401 - run again, thro
 from tests.security.test_sandbox_hugepages import (  # noqa: F401 - run again, through the helper
     close,
     test_a_close_run_gets_the_tunable_as_its_whole_environment,
-    test_haproxy_check_close_behind_another_takes_huge_pages,
+    test_haproxy_check_in_a_series_takes_huge_pages,
 )
 from tests.security.test_sandbox_limits import (  # noqa: F401 - run again, through the helper
     _alive_with,

@@ -119,7 +119,7 @@ class Plan:
     loader needs ``/proc/self/exe`` to resolve ``$ORIGIN`` run paths."""
     environment: dict[bytes, bytes] = field(default_factory=dict)
     """The program's whole environment: empty, or :data:`hugepages.ENVIRONMENT` for a run
-    of a ``huge_pages`` policy that follows another closely."""
+    of a ``huge_pages`` policy late in a series."""
 
     def child(self) -> None:
         # Limits come last: the forked child still maps the whole controller, and an

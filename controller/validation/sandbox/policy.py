@@ -101,9 +101,9 @@ class SandboxPolicy:
     only a program that never counts on dying of those may have it: ``haproxy -c`` does not,
     an external validator might (a crash simulated with ``kill``)."""
     huge_pages: bool = False
-    """Let the program's allocator (glibc) back its heap with transparent huge pages while
-    runs follow each other closely (``hugepages.py``): the two ``/sys`` files glibc reads for
-    it are added, read-only, and such a run's environment holds ``GLIBC_TUNABLES`` alone.
+    """Let the program's allocator (glibc) back its heap with transparent huge pages late in
+    a series of runs (``hugepages.py``): the two ``/sys`` files glibc reads for it are added,
+    read-only, and such a run's environment holds ``GLIBC_TUNABLES`` alone.
     For programs that allocate much and whose result does not depend on their environment
     (``haproxy -c``)."""
 

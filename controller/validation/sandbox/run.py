@@ -83,7 +83,7 @@ def set_max_concurrency(n: int | None) -> None:
 
 
 _pace = hugepages.Pace()
-"""Whether a run of a ``huge_pages`` policy follows another closely (see ``hugepages.py``)."""
+"""Whether a run of a ``huge_pages`` policy is late enough in a series (see ``hugepages.py``)."""
 
 
 def _semaphore() -> asyncio.Semaphore:
