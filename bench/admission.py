@@ -1,6 +1,7 @@
 """Admission latency: AdmissionReviews posted over HTTPS, as the API server sends them.
 
-    python bench/admission.py --ingresses 1000 --concurrency 150 [--haproxy BIN] [--slots N] --json
+    python bench/admission.py --ingresses 1000 --concurrency 150 [--haproxy BIN] [--slots N]
+        [--rounds R] --json
 
 The webhook server of ``htc run`` (the same ``WebhookServer`` and ``AdmissionJudge``) runs in
 this process over a store of N Ingresses, Services and EndpointSlices (the pipeline benchmark's
@@ -11,8 +12,11 @@ objects) with the quickstart library. Figures:
 - ``concurrentP50Ms`` / ``concurrentP99Ms``: ``--concurrency`` distinct creates at once,
   posted by a client in a process of its own (``bench/admission_client.py``), as the API
   server posts them: one connection each, on the same cores, but not on this process's
-  event loop (``concurrentDenied``: how many of them were denied, by the deadline when
-  overloaded; ``concurrentClientCpuMsPerProposal``: that client's CPU, not counted below);
+  event loop; ``--rounds`` such bursts (3 by default), each of creates of its own, and the
+  medians of their p50s and p99s (``concurrentRounds``: each burst's p99, CPU per proposal,
+  garbage collection and floor; ``concurrentDenied``: how many were denied in all, by the
+  deadline when overloaded; ``concurrentClientCpuMsPerProposal``: the client's CPU, not
+  counted below);
 - ``unchangedP50Ms`` / ``unchangedP99Ms``: proposals the templates ignore (another ingress
   class), one at a time: the output checksum is unchanged, so the stages that judge the bytes
   answer from the cache and only the rules stage judges the new object (of 50 samples,
@@ -25,11 +29,11 @@ objects) with the quickstart library. Figures:
 - ``transportP50Ms``: a review of a kind this controller does not judge, answered without a
   render: what HTTPS, aiohttp and JSON cost every answer;
 - ``runSlots``: judgements in flight at once (``--slots``, by default one more than the CPUs
-  this process may use, as in ``htc run``); ``droppedRuns``: queued judgements of the burst dropped unstarted
-  because their requests had been answered (denied) by the deadline;
+  this process may use, as in ``htc run``); ``droppedRuns``: queued judgements of the bursts
+  dropped unstarted because their requests had been answered (denied) by the deadline;
 - ``haproxyMs``: ``haproxy -c`` alone on the rendered configuration (median wall time of
-  plain runs, no sandbox, the environment of this process; five right before the burst and
-  five after it, whose medians are ``haproxyMsBeforeBurst`` and ``haproxyMsAfterBurst``);
+  plain runs, no sandbox, the environment of this process; five before the first burst,
+  between bursts and after the last, whose medians are ``haproxyMsBetweenBursts``);
   ``cores``;
   ``floorMs = concurrency * haproxyMs / cores``, the least any design could take for the
   concurrent burst. ``haproxyCpuMs``: the CPU time of those plain runs (median); on a busy
