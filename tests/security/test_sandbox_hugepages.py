@@ -19,6 +19,7 @@ from controller.validation.haproxy.binary import HaproxyBinary
 from controller.validation.haproxy.stage import HaproxyStage
 from controller.validation.sandbox import SandboxPolicy, hugepages, run_sandboxed
 from controller.validation.sandbox.hugepages import SERIES, WARM_S, Pace
+from tests.validation.haproxy.haproxy_kit import large_config
 
 pytestmark = pytest.mark.haproxy
 
@@ -112,16 +113,6 @@ def _huge_faults() -> int:
     raise AssertionError("no thp_fault_alloc in /proc/vmstat")
 
 
-def _big_config(backends: int) -> FileSet:
-    parts = ["defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n"]
-    parts.append("    timeout server 5s\n\nfrontend f\n    bind 127.0.0.1:8080\n")
-    parts.append("    default_backend b0\n")
-    for b in range(backends):
-        parts.append(f"\nbackend b{b}\n")
-        parts.extend(f"    server s{s} 127.1.{b % 250}.{s + 1}:8080\n" for s in range(5))
-    return FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, "".join(parts).encode())])
-
-
 @pytest.mark.skipif(
     not ENABLED.exists() or "[never]" in ENABLED.read_text(),
     reason="this kernel grants no transparent huge pages",
@@ -133,7 +124,8 @@ async def test_haproxy_check_in_a_series_takes_huge_pages(close: Clock, haproxy_
     dozen a check takes."""
     stage = HaproxyStage(HaproxyBinary.detect(haproxy_bin), timeout=30)
     assert stage.policy.huge_pages
-    files = _big_config(1000)
+    cfg, hosts_map = large_config(1000, 5)
+    files = FileSet.of([FileEntry("haproxy.cfg", FileKind.CONFIG, cfg.encode()), hosts_map])
     argv, extra = stage.invocation(files)
 
     async def check() -> int:
